@@ -1,0 +1,184 @@
+"""Cut a parsed note into heading-aware chunks that fit an embedding window.
+
+Each heading starts a section; a section that is too long for the embedding
+model is cut at blank lines, then at line ends, then inside a line. Every
+chunk knows its heading path and its 1-based first and last file lines, so a
+hit can point at the exact place in the note.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .parse import ParsedNote
+
+# multilingual-e5-small (and MiniLM) silently truncate past 512 tokens. The
+# estimate below errs high, and the margin leaves room for the "passage: "
+# prefix, special tokens and a title line prepended at embedding time.
+EMBED_WINDOW_TOKENS = 512
+CHUNK_MAX_TOKENS = 400
+
+HAN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
+LATIN_WORD_RE = re.compile(r"[^\W_]+", re.ASCII)
+OTHER_RE = re.compile(r"[^\s\w]|[^\x00-\x7f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    seq: int
+    heading: str        # heading path, "H1 > H2"
+    start_line: int     # 1-based, inclusive
+    end_line: int       # 1-based, inclusive
+    text: str
+
+
+def estimate_tokens(text: str) -> int:
+    """A deliberately pessimistic count of subword tokens (XLM-R / WordPiece).
+
+    A Han character is at most one token; an ASCII word is about one token per
+    four characters; other symbols and scripts count one each.
+    """
+    han = len(HAN_RE.findall(text))
+    latin = sum(1 + len(w) // 4 for w in LATIN_WORD_RE.findall(text))
+    other = len(OTHER_RE.findall(text)) - han
+    return han + latin + max(other, 0)
+
+
+def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS) -> list[Chunk]:
+    lines = note.lines
+    n = len(lines)
+    if note.body_is_empty:
+        # Frontmatter only: one empty chunk keeps title, aliases and tags searchable.
+        if note.metadata:
+            return [Chunk(0, "", 1, max(note.body_start - 1, 1), "")]
+        return []
+
+    # Sections: (first line, last line, heading path); line numbers 1-based.
+    sections: list[tuple[int, int, str]] = []
+    stack: list[tuple[int, str]] = []
+    starts = [(note.body_start, None)] + [(h.line, h) for h in note.headings]
+    for i, (start, heading) in enumerate(starts):
+        end = starts[i + 1][0] - 1 if i + 1 < len(starts) else n
+        if heading is not None:
+            while stack and stack[-1][0] >= heading.level:
+                stack.pop()
+            stack.append((heading.level, heading.text))
+        if end >= start:
+            sections.append((start, end, " > ".join(t for _, t in stack if t)))
+
+    # A heading with nothing under it but blank lines joins the next section,
+    # so "# Title" followed by "## Part" does not make a chunk of one line.
+    merged: list[tuple[int, int, str]] = []
+    carry_start = None
+    for i, (start, end, path) in enumerate(sections):
+        if i + 1 < len(sections) and _content_lines(lines, start, end) <= 1 \
+                and (_is_heading_only(lines, start, end) or not _has_text(lines, start, end)):
+            carry_start = start if carry_start is None else carry_start
+            continue
+        if carry_start is not None:
+            start, carry_start = carry_start, None
+        merged.append((start, end, path))
+
+    chunks: list[Chunk] = []
+    for start, end, path in merged:
+        for s, e, text in _split_section(lines, start, end, max_tokens):
+            if text.strip():
+                chunks.append(Chunk(len(chunks), path, s, e, text))
+    return chunks
+
+
+def _has_text(lines: list[str], start: int, end: int) -> bool:
+    return any(lines[i - 1].strip() for i in range(start, end + 1))
+
+
+def _content_lines(lines: list[str], start: int, end: int) -> int:
+    return sum(1 for i in range(start, end + 1) if lines[i - 1].strip())
+
+
+def _is_heading_only(lines: list[str], start: int, end: int) -> bool:
+    return _content_lines(lines, start, end) == 1 and lines[start - 1].lstrip().startswith("#")
+
+
+def _split_section(lines, start, end, max_tokens):
+    """Yield (first line, last line, text) pieces of at most ``max_tokens``."""
+    # Trim blank lines at both ends so line ranges point at text.
+    while start < end and not lines[start - 1].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    text = "\n".join(lines[start - 1:end])
+    if estimate_tokens(text) <= max_tokens:
+        yield start, end, text
+        return
+    # Blocks separated by blank lines, packed greedily.
+    blocks: list[tuple[int, int]] = []
+    block_start = None
+    for i in range(start, end + 1):
+        if lines[i - 1].strip():
+            if block_start is None:
+                block_start = i
+        elif block_start is not None:
+            blocks.append((block_start, i - 1))
+            block_start = None
+    if block_start is not None:
+        blocks.append((block_start, end))
+    if len(blocks) == 1:
+        blocks = [(i, i) for i in range(start, end + 1) if lines[i - 1].strip()]
+        if len(blocks) == 1:
+            yield from _split_line(lines[start - 1], start, max_tokens)
+            return
+    cur_start = cur_end = None
+    cur_tokens = 0
+    for b_start, b_end in blocks:
+        b_tokens = estimate_tokens("\n".join(lines[b_start - 1:b_end]))
+        if cur_start is not None and cur_tokens + b_tokens > max_tokens:
+            yield cur_start, cur_end, "\n".join(lines[cur_start - 1:cur_end])
+            cur_start = None
+        if b_tokens > max_tokens:
+            yield from _split_section(lines, b_start, b_end, max_tokens)
+            continue
+        if cur_start is None:
+            cur_start, cur_tokens = b_start, 0
+        cur_end = b_end
+        cur_tokens += b_tokens
+    if cur_start is not None:
+        yield cur_start, cur_end, "\n".join(lines[cur_start - 1:cur_end])
+
+
+SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;.])\s*")
+
+
+def _split_line(line: str, line_no: int, max_tokens: int):
+    """Cut one very long line at sentence ends, else at a fixed width."""
+    pieces = [p for p in SENTENCE_END_RE.split(line) if p]
+    buf = ""
+    for piece in pieces:
+        while estimate_tokens(piece) > max_tokens:
+            cut = _cut_point(piece, max_tokens)
+            if buf:
+                yield line_no, line_no, buf.strip()
+                buf = ""
+            yield line_no, line_no, piece[:cut].strip()
+            piece = piece[cut:].strip()
+        joined = f"{buf} {piece}" if buf else piece
+        if buf and estimate_tokens(joined) > max_tokens:
+            yield line_no, line_no, buf.strip()
+            joined = piece
+        buf = joined
+    if buf.strip():
+        yield line_no, line_no, buf.strip()
+
+
+def _cut_point(text: str, max_tokens: int) -> int:
+    """Largest prefix length whose estimate fits (binary search)."""
+    lo, hi = 1, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    # Prefer to cut at a space if one is near.
+    space = text.rfind(" ", max(lo - 40, 1), lo)
+    return space if space > 0 else lo

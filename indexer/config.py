@@ -1,0 +1,101 @@
+"""Where the vault and its index are, and what the scan includes.
+
+Settings come from ``.vault-search.toml`` at the vault root (dot-prefixed, so
+it is never indexed itself), plus whatever the caller adds for one run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .errors import ConfigError, VaultNotFoundError
+
+CONFIG_FILE = ".vault-search.toml"
+INDEX_DIR_ENV = "VAULT_SEARCH_INDEX_DIR"
+# Large enough for the longest real notes we have seen (130 KB reading notes)
+# a hundred times over; a bigger ".md" is almost always an export or a dump,
+# and segmenting 20 MB of Han text would stall a sync for tens of seconds.
+DEFAULT_MAX_FILE_MB = 10.0
+
+
+@dataclass(frozen=True)
+class VaultConfig:
+    vault: Path
+    index_dir: Path
+    ignore: tuple[str, ...] = ()
+    include_dot: tuple[str, ...] = ()
+    max_file_bytes: int = int(DEFAULT_MAX_FILE_MB * 1024 * 1024)
+    vault_name: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def with_overrides(self, ignore=(), include_dot=()) -> "VaultConfig":
+        return replace(
+            self,
+            ignore=self.ignore + tuple(ignore),
+            include_dot=self.include_dot + tuple(_dot_name(n) for n in include_dot),
+        )
+
+
+def default_index_dir(vault: Path) -> Path:
+    """``$XDG_DATA_HOME/vault-search/<vault-name>-<hash of its absolute path>``.
+
+    Outside the vault on purpose: sync tools (iCloud, Dropbox, Syncthing)
+    corrupt SQLite files they copy while they are open.
+    """
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    name = re.sub(r"[^\w.-]+", "_", vault.name).strip("._") or "vault"
+    digest = hashlib.sha1(str(vault).encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return Path(base) / "vault-search" / f"{name}-{digest}"
+
+
+def load_config(vault: str | os.PathLike | None = None,
+                index_dir: str | os.PathLike | None = None) -> VaultConfig:
+    """Resolve the vault folder, its index folder and its settings file."""
+    root = Path(vault if vault is not None else os.getcwd()).expanduser()
+    if not root.is_dir():
+        raise VaultNotFoundError(f"vault folder not found: {root} (pass --vault DIR or set VAULT_SEARCH_VAULT)")
+    root = root.resolve()
+    if index_dir is None:
+        index_dir = os.environ.get(INDEX_DIR_ENV) or None
+    idx = Path(index_dir).expanduser().resolve() if index_dir else default_index_dir(root)
+
+    settings = _read_settings(root / CONFIG_FILE)
+    ignore = _str_list(settings.pop("ignore", []), "ignore")
+    include_dot = tuple(_dot_name(n) for n in _str_list(settings.pop("include_dot", []), "include_dot"))
+    max_mb = settings.pop("max_file_mb", DEFAULT_MAX_FILE_MB)
+    if not isinstance(max_mb, (int, float)) or max_mb <= 0:
+        raise ConfigError(f"{root / CONFIG_FILE}: max_file_mb must be a positive number")
+    vault_name = settings.pop("vault_name", root.name)
+    if not isinstance(vault_name, str):
+        raise ConfigError(f"{root / CONFIG_FILE}: vault_name must be a string")
+    return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
+                       max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name, extra=settings)
+
+
+def _read_settings(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read settings ({exc}); fix or remove the file") from None
+
+
+def _str_list(value, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{CONFIG_FILE}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def _dot_name(name: str) -> str:
+    """``learnings``, ``.learnings`` and ``.learnings/`` all name ``.learnings``."""
+    name = name.strip().strip("/")
+    return name if name.startswith(".") else "." + name

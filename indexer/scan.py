@@ -1,0 +1,130 @@
+"""Walk a vault and list the Markdown files to index.
+
+Skips every dot-prefixed file or folder at any depth (``.obsidian/``,
+``.archive/``, ``.trash/``, ``.git/``) unless its name was opted back in,
+skips the configured ignore globs, and follows a symlink only when it points
+inside the vault and does not lead round a loop.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .config import VaultConfig
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    path: str          # relative to the vault, "/" separators
+    abspath: str
+    mtime_ns: int
+    size: int
+
+
+def is_markdown(name: str) -> bool:
+    return name.lower().endswith(MARKDOWN_SUFFIXES)
+
+
+class IgnoreRules:
+    """Dot-prefix rule plus gitignore-like globs.
+
+    A glob without ``/`` matches a name at any depth (``*.tmp``, ``drafts``);
+    one with ``/`` matches the whole relative path (``Extras/Templates/*``);
+    a trailing ``/`` matches folders only.
+    """
+
+    def __init__(self, globs: tuple[str, ...] = (), include_dot: tuple[str, ...] = ()):
+        self.include_dot = frozenset(include_dot)
+        self.name_globs: list[tuple[str, bool]] = []
+        self.path_globs: list[tuple[str, bool]] = []
+        for glob in globs:
+            dir_only = glob.endswith("/")
+            glob = glob.strip("/")
+            if not glob:
+                continue
+            (self.path_globs if "/" in glob else self.name_globs).append((glob, dir_only))
+
+    def skips(self, rel: str, is_dir: bool) -> bool:
+        name = rel.rsplit("/", 1)[-1]
+        if name.startswith(".") and name not in self.include_dot:
+            return True
+        for glob, dir_only in self.name_globs:
+            if (is_dir or not dir_only) and fnmatch.fnmatchcase(name, glob):
+                return True
+        for glob, dir_only in self.path_globs:
+            if (is_dir or not dir_only) and fnmatch.fnmatchcase(rel, glob):
+                return True
+        return False
+
+    def skips_path(self, rel: str) -> bool:
+        """Whether any component of a relative file path is skipped."""
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):
+            if self.skips("/".join(parts[:i]), is_dir=i < len(parts)):
+                return True
+        return False
+
+
+def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = None) -> Iterator[ScannedFile]:
+    """Yield every Markdown file to index, one ``stat`` each.
+
+    ``warn(path, message)`` hears about what was skipped for a reason the user
+    may not expect (a symlink out of the vault, a loop, an unreadable folder).
+    """
+    warn = warn or (lambda path, message: None)
+    rules = IgnoreRules(config.ignore, config.include_dot)
+    root = str(config.vault)
+    root_real = os.path.realpath(root)
+    try:
+        root_stat = os.stat(root)
+    except OSError as exc:
+        warn("", f"cannot read the vault folder: {exc.strerror}")
+        return
+    seen_dirs = {(root_stat.st_dev, root_stat.st_ino)}
+    stack: list[tuple[str, str]] = [(root, "")]
+    while stack:
+        dirpath, reldir = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            warn(reldir or ".", f"cannot read folder: {exc.strerror}")
+            continue
+        subdirs = []
+        for entry in entries:
+            rel = f"{reldir}/{entry.name}" if reldir else entry.name
+            try:
+                is_link = entry.is_symlink()
+                st = entry.stat(follow_symlinks=True)
+            except OSError:
+                if is_link:
+                    warn(rel, "broken symlink skipped")
+                continue  # vanished between listing and stat
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if rules.skips(rel, is_dir):
+                continue
+            if is_link and not _inside(os.path.realpath(entry.path), root_real):
+                warn(rel, "symlink points outside the vault; skipped")
+                continue
+            if is_dir:
+                key = (st.st_dev, st.st_ino)
+                if key in seen_dirs:
+                    warn(rel, "folder already visited (symlink loop or duplicate link); skipped")
+                    continue
+                seen_dirs.add(key)
+                subdirs.append((entry.path, rel))
+            elif stat.S_ISREG(st.st_mode) and is_markdown(entry.name):
+                yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size)
+        stack.extend(reversed(subdirs))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+

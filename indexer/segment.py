@@ -1,0 +1,279 @@
+"""One segmenter for documents and queries alike.
+
+Han text goes through jieba in search mode (each word plus the dictionary
+words inside it, so both 数据库 and 数据库索引 find a note about 数据库索引);
+other text becomes lower-cased words, with compound identifiers kept whole
+beside their parts (``node.js`` → ``node.js node js``, ``getUserName`` →
+``getusername get user name``). The output is space-joined for FTS5, whose
+``unicode61`` tokenizer is told that the connector characters are part of
+tokens, so it splits on our spaces and nowhere else.
+
+jieba's dictionary (about 0.6 s to load from its own cache) is loaded only
+when a text actually contains Han characters.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import re
+import tempfile
+import threading
+import unicodedata
+from pathlib import Path
+from typing import Iterable
+
+# Bump when the tokens produced for the same text change: the index records
+# it and re-segments every note when it differs.
+SEGMENTER_VERSION = "1"
+# Characters that join the parts of one compound token. FTS5's unicode61
+# would split on them, so the FTS table declares them as token characters.
+CONNECTORS = ".-+#@/:_"
+MAX_TOKEN_CHARS = 64   # longer runs are hashes, base64 or URLs: keep only their parts
+# Whole names from the vault's titles, aliases and tags are added to jieba's
+# dictionary when they are this long (in Han characters); longer titles are
+# sentences, not names.
+USER_WORD_MIN, USER_WORD_MAX = 2, 10
+JIEBA_HMM = False  # see README "Segmentation": measured on cmrc2018 / xquad-zh
+
+HAN_CLASS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
+HAN_RUN_RE = re.compile(f"[{HAN_CLASS}]+")
+HAN_ONLY_RE = re.compile(f"^[{HAN_CLASS}]+$")
+HAS_HAN_RE = re.compile(f"[{HAN_CLASS}]")
+_CONN = re.escape(CONNECTORS.replace("_", ""))
+WORD_RE = re.compile(rf"[^\W_]+(?:[{_CONN}_]+[^\W_]+)*[+#]*")
+PART_RE = re.compile(r"[^\W_]+")
+CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
+
+log = logging.getLogger(__name__)
+
+
+def has_han(text: str) -> bool:
+    return HAS_HAN_RE.search(text) is not None
+
+
+def normalize(text: str) -> str:
+    """NFKC folds full-width letters and digits (ＡＢＣ１２３) to ASCII."""
+    return unicodedata.normalize("NFKC", text.replace("\x00", " "))
+
+
+def latin_tokens(text: str) -> list[str]:
+    out: list[str] = []
+    for m in WORD_RE.finditer(text):
+        word = m.group(0)
+        lower = word.lower()
+        parts = PART_RE.findall(word)
+        if len(parts) > 1 or (len(parts) == 1 and lower != parts[0].lower()):
+            if len(lower) <= MAX_TOKEN_CHARS:
+                out.append(lower)
+            for part in parts:
+                out.extend(_camel_parts(part))
+        else:
+            out.extend(_camel_parts(word))
+    return out
+
+
+def _camel_parts(word: str) -> list[str]:
+    lower = word.lower()
+    pieces = CAMEL_RE.findall(word) if not word.islower() and not word.isupper() else [word]
+    out = [lower] if len(lower) <= MAX_TOKEN_CHARS else []
+    if len(pieces) > 1:
+        out.extend(p.lower() for p in pieces if len(p) <= MAX_TOKEN_CHARS)
+    return out
+
+
+def user_word_candidates(texts: Iterable[str]) -> set[str]:
+    """Titles, aliases and tags that are short all-Han names."""
+    out = set()
+    for text in texts:
+        word = re.sub(r"^[\W_]+|[\W_]+$", "", normalize(text or ""))
+        if USER_WORD_MIN <= len(word) <= USER_WORD_MAX and HAN_ONLY_RE.match(word):
+            out.add(word)
+    return out
+
+
+class _BaseDictionary:
+    """jieba's default dictionary, loaded once per process, from a pickle.
+
+    jieba's own marshal cache takes ~0.6 s to load; the same dict pickled with
+    protocol 5 loads in ~0.2 s, which matters for a CLI query in Chinese.
+    """
+
+    _lock = threading.Lock()
+    _loaded: tuple[dict, int] | None = None
+
+    @classmethod
+    def get(cls) -> tuple[dict, int]:
+        with cls._lock:
+            if cls._loaded is None:
+                cls._loaded = cls._load()
+            return cls._loaded
+
+    @classmethod
+    def _load(cls) -> tuple[dict, int]:
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        cache_dir = _cache_dir()
+        dict_path = jieba.get_dict_file().name if hasattr(jieba, "get_dict_file") else ""
+        stamp = f"{jieba.__version__}-{_file_stamp(jieba.DEFAULT_DICT or dict_path)}"
+        pickled = cache_dir / f"jieba-{stamp}.pickle" if cache_dir else None
+        if pickled is not None and pickled.exists():
+            try:
+                with open(pickled, "rb") as fh:
+                    freq, total = pickle.load(fh)
+                return freq, total
+            except Exception as exc:  # a torn or foreign cache: rebuild it
+                log.debug("jieba cache %s unreadable (%s); rebuilding", pickled, exc)
+        tk = jieba.Tokenizer()
+        if cache_dir:
+            tk.tmp_dir = str(cache_dir)
+        tk.initialize()
+        if pickled is not None:
+            try:
+                fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
+                with os.fdopen(fd, "wb") as fh:
+                    pickle.dump((tk.FREQ, tk.total), fh, protocol=5)
+                os.replace(tmp, pickled)
+            except OSError as exc:
+                log.debug("cannot write jieba cache %s: %s", pickled, exc)
+        return tk.FREQ, tk.total
+
+
+def _cache_dir() -> Path | None:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    path = Path(base) / "vault-search"
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+    except OSError:
+        return None
+
+
+def _file_stamp(path: str) -> str:
+    try:
+        st = os.stat(path)
+        return f"{st.st_size}-{int(st.st_mtime)}"
+    except (OSError, TypeError):
+        return "default"
+
+
+class Segmenter:
+    """Segments text into index tokens; holds one vault's user dictionary.
+
+    Each vault's names go into its own jieba tokenizer, so two indexes open in
+    one process (a server, the tests) never segment with each other's words.
+    """
+
+    version = f"{SEGMENTER_VERSION}/jieba-search/hmm{int(JIEBA_HMM)}"
+
+    def __init__(self, user_words: dict[str, int] | None = None):
+        self._pending: dict[str, int | None] = dict(user_words or {})
+        self._user_parts: dict[str, list[str]] = {}
+        self._tk = None
+        self._lock = threading.Lock()
+
+    @property
+    def jieba_loaded(self) -> bool:
+        return self._tk is not None
+
+    def segment(self, text: str) -> list[str]:
+        """Tokens of ``text`` in order (with sub-words), ready for FTS5."""
+        text = normalize(text)
+        if not has_han(text):
+            return latin_tokens(text)
+        out: list[str] = []
+        pos = 0
+        for m in HAN_RUN_RE.finditer(text):
+            if m.start() > pos:
+                out.extend(latin_tokens(text[pos:m.start()]))
+            out.extend(self._han_tokens(m.group(0)))
+            pos = m.end()
+        if pos < len(text):
+            out.extend(latin_tokens(text[pos:]))
+        return out
+
+    def segment_text(self, text: str) -> str:
+        return " ".join(self.segment(text))
+
+    def add_user_words(self, words: Iterable[str]) -> dict[str, int]:
+        """Queue names for the dictionary; returns the new ones with their
+        frequency once jieba is loaded (or None until then)."""
+        new = {}
+        with self._lock:
+            for word in words:
+                if word in self._pending or word in self._user_parts:
+                    continue
+                self._pending[word] = None
+                new[word] = None
+            if self._tk is not None and new:
+                self._apply_pending()
+                new = {w: self._tk.FREQ[w] for w in new}
+        return new
+
+    def user_words(self) -> dict[str, int]:
+        """Every user word with the frequency it was given (loads jieba)."""
+        self._tokenizer()
+        return {w: self._tk.FREQ[w] for w in self._user_parts}
+
+    def _tokenizer(self):
+        with self._lock:
+            if self._tk is None:
+                import jieba
+
+                freq, total = _BaseDictionary.get()
+                tk = jieba.Tokenizer()
+                # Copy only when this vault adds words, so the shared base
+                # dictionary is never changed.
+                tk.FREQ, tk.total = (dict(freq) if self._pending else freq), total
+                tk.initialized = True
+                self._tk = tk
+                self._apply_pending()
+            return self._tk
+
+    def _apply_pending(self) -> None:
+        tk = self._tk
+        if self._pending and tk.FREQ is _BaseDictionary.get()[0]:
+            tk.FREQ = dict(tk.FREQ)
+        for word, freq in self._pending.items():
+            # Parts by the dictionary as it was before the name was added, so
+            # a query for a part of the name still matches.
+            self._user_parts[word] = [t for t in self._search_words(tk, word) if t != word]
+            if freq is None:
+                freq = tk.suggest_freq(word, tune=False)
+            # Set the entry without touching tk.total, so text that does not
+            # contain the word segments exactly as before.
+            tk.FREQ[word] = max(int(freq), 1)
+            for i in range(1, len(word)):
+                tk.FREQ.setdefault(word[:i], 0)
+        self._pending.clear()
+
+    def _han_tokens(self, run: str) -> list[str]:
+        tk = self._tokenizer()
+        out: list[str] = []
+        for word in tk.cut(run, HMM=JIEBA_HMM):
+            parts = self._user_parts.get(word)
+            if parts is not None:
+                out.extend(parts)
+                out.append(word)
+            else:
+                out.extend(self._grams(tk, word))
+        return out
+
+    @staticmethod
+    def _grams(tk, word: str) -> list[str]:
+        """jieba's search mode: dictionary 2- and 3-grams inside a word, then the word."""
+        out = []
+        if len(word) > 2:
+            out.extend(word[i:i + 2] for i in range(len(word) - 1) if tk.FREQ.get(word[i:i + 2]))
+        if len(word) > 3:
+            out.extend(word[i:i + 3] for i in range(len(word) - 2) if tk.FREQ.get(word[i:i + 3]))
+        out.append(word)
+        return out
+
+    def _search_words(self, tk, text: str) -> list[str]:
+        out = []
+        for word in tk.cut(text, HMM=JIEBA_HMM):
+            out.extend(self._grams(tk, word))
+        return out

@@ -1,0 +1,325 @@
+"""Bring the index up to date with the vault.
+
+An unchanged file costs one ``stat`` (mtime + size). A changed one is
+re-hashed, and re-parsed only if the hash changed. Deleted files disappear.
+Writes go in batches, one transaction each, so a reader always sees whole
+notes and an interrupted sync keeps every batch it committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .chunk import CHUNK_MAX_TOKENS, chunk_note
+from .config import VaultConfig
+from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
+from .scan import ScannedFile, scan_vault
+from .segment import Segmenter, user_word_candidates
+from .store import get_meta, migrate, set_meta
+
+BATCH_NOTES = 200          # notes per write transaction
+PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
+RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
+CHUNKER_VERSION = f"1/{CHUNK_MAX_TOKENS}"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class SyncReport:
+    scanned: int = 0
+    unchanged: int = 0
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    chunks_written: int = 0
+    resegmented: int = 0
+    user_words_added: int = 0
+    full_rebuild: bool = False
+    seconds: float = 0.0
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated + self.deleted
+
+
+@dataclass
+class _Pending:
+    file: ScannedFile
+    hash: str
+    note: ParsedNote | None  # None: parse again in the write pass (buffer was full)
+    text_bytes: int
+
+
+def load_segmenter(conn: sqlite3.Connection) -> Segmenter:
+    words = dict(conn.execute("SELECT word, freq FROM dictionary"))
+    return Segmenter(words)
+
+
+def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segmenter | None = None,
+               progress: Progress | None = None, force: bool = False) -> SyncReport:
+    t0 = time.perf_counter()
+    migrate(conn)
+    report = SyncReport()
+    if (get_meta(conn, "segmenter_version") != Segmenter.version
+            or get_meta(conn, "chunker_version") != CHUNKER_VERSION):
+        force = bool(get_meta(conn, "segmenter_version")) or force
+        report.full_rebuild = force
+    segmenter = segmenter or load_segmenter(conn)
+
+    def warn(path: str, message: str) -> None:
+        report.warnings.append((path, message))
+
+    existing = {row[0]: row[1:] for row in conn.execute(
+        "SELECT path, id, mtime_ns, size, hash FROM notes")}
+    skipped_before = {row[0]: row[1:] for row in conn.execute(
+        "SELECT path, mtime_ns, size, reason FROM skipped")}
+
+    files = list(scan_vault(config, warn))
+    report.scanned = len(files)
+    on_disk = {f.path for f in files}
+    todo: list[ScannedFile] = []
+    for f in files:
+        old = existing.get(f.path)
+        if not force and old is not None and old[1] == f.mtime_ns and old[2] == f.size:
+            continue
+        skip = skipped_before.get(f.path)
+        if not force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size:
+            report.skipped += 1
+            continue
+        todo.append(f)
+    report.unchanged = report.scanned - len(todo) - report.skipped
+
+    # Pass 1: read, hash and parse what changed; collect the vault's names
+    # for jieba first, so every chunk is segmented with the full dictionary.
+    pending: list[_Pending] = []
+    touch: list[tuple[int, int, str]] = []  # same hash, new mtime/size
+    drop: list[str] = [p for p in existing if p not in on_disk]
+    skips: list[tuple[str, str, int, int]] = []
+    buffered = 0
+    words: set[str] = set()
+    done = 0
+    for f in todo:
+        done += 1
+        if progress:
+            progress(done, len(todo) * 2)
+        result = _read(f, config, warn)
+        if isinstance(result, str):  # a reason to skip the file
+            if result != "vanished":
+                skips.append((f.path, result, f.mtime_ns, f.size))
+            if f.path in existing:
+                drop.append(f.path)
+            continue
+        data_hash, text = result
+        old = existing.get(f.path)
+        if not force and old is not None and old[3] == data_hash:
+            touch.append((f.mtime_ns, f.size, f.path))
+            continue
+        note = parse_note(f.path, text)
+        words |= user_word_candidates([note.title, *note.aliases, *note.tags])
+        keep = buffered + len(text) <= PARSE_BUFFER_BYTES
+        buffered += len(text) if keep else 0
+        pending.append(_Pending(f, data_hash, note if keep else None, len(text)))
+
+    segmenter.add_user_words(sorted(words))
+
+    # Pass 2: chunk, segment and write in batches.
+    written_ids: set[int] = set()
+    for start in range(0, len(pending), BATCH_NOTES):
+        batch = pending[start:start + BATCH_NOTES]
+        rows = []
+        for item in batch:
+            done += 1
+            if progress:
+                progress(min(done, len(todo) * 2), len(todo) * 2)
+            note = item.note
+            if note is None:
+                result = _read(item.file, config, warn)
+                if isinstance(result, str):
+                    continue
+                note = parse_note(item.file.path, result[1])
+            rows.append((item, note, _note_rows(note, segmenter)))
+        _begin(conn)
+        try:
+            for item, note, (fts_meta, chunk_rows) in rows:
+                old = existing.get(item.file.path)
+                note_id = _write_note(conn, item, note, old[0] if old else None, fts_meta, chunk_rows)
+                written_ids.add(note_id)
+                report.chunks_written += len(chunk_rows)
+                if old:
+                    report.updated += 1
+                else:
+                    report.added += 1
+                conn.execute("DELETE FROM skipped WHERE path = ?", (item.file.path,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    _begin(conn)
+    try:
+        conn.executemany("UPDATE notes SET mtime_ns = ?, size = ? WHERE path = ?", touch)
+        for path in drop:
+            note_id = existing[path][0]
+            _delete_chunks(conn, note_id)
+            conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+            report.deleted += 1
+        conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", skips)
+        conn.executemany("DELETE FROM skipped WHERE path = ?",
+                         [(p,) for p in skipped_before if p not in on_disk])
+        report.skipped += len(skips)
+        if segmenter.jieba_loaded:
+            stored = dict(conn.execute("SELECT word, freq FROM dictionary"))
+            fresh = {w: f for w, f in segmenter.user_words().items() if w not in stored}
+            conn.executemany("INSERT OR REPLACE INTO dictionary VALUES (?, ?)", fresh.items())
+            report.user_words_added = len(fresh)
+            report.resegmented = _resegment(conn, segmenter, list(fresh), written_ids)
+        set_meta(conn, "segmenter_version", Segmenter.version)
+        set_meta(conn, "chunker_version", CHUNKER_VERSION)
+        set_meta(conn, "vault", str(config.vault))
+        report.seconds = time.perf_counter() - t0
+        set_meta(conn, "last_sync", json.dumps({
+            "at": time.time(), "seconds": round(report.seconds, 3), "added": report.added,
+            "updated": report.updated, "deleted": report.deleted, "unchanged": report.unchanged,
+            "skipped": report.skipped}))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return report
+
+
+def _begin(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
+    """(hash, text), or the reason the file is not indexed."""
+    if f.size > config.max_file_bytes:
+        reason = (f"larger than the {config.max_file_bytes / 1048576:g} MB limit "
+                  f"({f.size / 1048576:.1f} MB); raise max_file_mb in .vault-search.toml to index it")
+        warn(f.path, reason)
+        return reason
+    try:
+        with open(f.abspath, "rb") as fh:
+            data = fh.read(config.max_file_bytes + 1)
+    except FileNotFoundError:
+        warn(f.path, "vanished while indexing; will be picked up if it comes back")
+        return "vanished"
+    except OSError as exc:
+        reason = f"cannot read: {exc.strerror}"
+        warn(f.path, reason)
+        return reason
+    if len(data) > config.max_file_bytes:
+        reason = f"grew past the {config.max_file_bytes / 1048576:g} MB limit while indexing"
+        warn(f.path, reason)
+        return reason
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    try:
+        text, warning = decode_note(data)
+    except BinaryNoteError as exc:
+        warn(f.path, str(exc))
+        return str(exc)
+    if warning:
+        warn(f.path, warning)
+    return digest, text
+
+
+def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:
+    stem = note.path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    names = list(note.aliases)
+    if stem.casefold() != note.title.casefold():
+        names.append(stem)  # the file name is how people remember a note
+    return (segmenter.segment_text(note.title),
+            segmenter.segment_text(" \n ".join(names)),
+            segmenter.segment_text(" \n ".join(note.tags)))
+
+
+def _note_rows(note: ParsedNote, segmenter: Segmenter):
+    fts_meta = _fts_meta(note, segmenter)
+    chunk_rows = []
+    for chunk in chunk_note(note):
+        chunk_hash = hashlib.blake2b(chunk.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        chunk_rows.append((chunk, chunk_hash, segmenter.segment_text(chunk.heading.replace(" > ", "\n")),
+                           segmenter.segment_text(chunk.text)))
+    return fts_meta, chunk_rows
+
+
+def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts_meta, chunk_rows) -> int:
+    values = dict(
+        path=note.path, title=note.title,
+        aliases=json.dumps(note.aliases, ensure_ascii=False),
+        tags=json.dumps(note.tags, ensure_ascii=False),
+        links=json.dumps(note.links, ensure_ascii=False),
+        metadata=json.dumps(note.metadata, ensure_ascii=False, default=str),
+        date=note.date, mtime_ns=item.file.mtime_ns, size=item.file.size, hash=item.hash,
+        warnings=json.dumps(note.warnings, ensure_ascii=False), indexed_at=time.time())
+    if note_id is None:
+        cols = ", ".join(values)
+        marks = ", ".join("?" * len(values))
+        note_id = conn.execute(f"INSERT INTO notes ({cols}) VALUES ({marks})", tuple(values.values())).lastrowid
+    else:
+        sets = ", ".join(f"{k} = ?" for k in values)
+        conn.execute(f"UPDATE notes SET {sets} WHERE id = ?", (*values.values(), note_id))
+        _delete_chunks(conn, note_id)
+        conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
+    conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)",
+                     [(note_id, t.casefold()) for t in note.tags])
+    title, aliases, tags = fts_meta
+    for chunk, chunk_hash, heading_tokens, body_tokens in chunk_rows:
+        chunk_id = conn.execute(
+            "INSERT INTO chunks (note_id, seq, heading, start_line, end_line, text, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (note_id, chunk.seq, chunk.heading, chunk.start_line, chunk.end_line, chunk.text, chunk_hash),
+        ).lastrowid
+        conn.execute("INSERT INTO chunks_fts (rowid, title, aliases, tags, headings, body) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", (chunk_id, title, aliases, tags, heading_tokens, body_tokens))
+    return note_id
+
+
+def _delete_chunks(conn, note_id: int) -> None:
+    conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE note_id = ?)", (note_id,))
+    conn.execute("DELETE FROM chunks WHERE note_id = ?", (note_id,))
+
+
+def _resegment(conn, segmenter: Segmenter, words: list[str], skip_notes: Iterable[int]) -> int:
+    """Re-segment chunks written before ``words`` joined the dictionary."""
+    if not words:
+        return 0
+    skip = set(skip_notes)
+    done: set[int] = set()
+    for i in range(0, len(words), RESEGMENT_GROUP):
+        group = words[i:i + RESEGMENT_GROUP]
+        cond = " OR ".join(["instr(n.title || n.aliases || n.tags || c.heading || c.text, ?) > 0"] * len(group))
+        rows = conn.execute(
+            f"SELECT c.id, c.note_id, c.heading, c.text, n.path, n.title, n.aliases, n.tags "
+            f"FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {cond}", group).fetchall()
+        for chunk_id, note_id, heading, text, path, title, aliases, tags in rows:
+            if note_id in skip or chunk_id in done:
+                continue
+            done.add(chunk_id)
+            note = ParsedNote(path=path, title=title, lines=[], body_start=1,
+                              aliases=json.loads(aliases), tags=json.loads(tags))
+            t, a, g = _fts_meta(note, segmenter)
+            conn.execute("UPDATE chunks_fts SET title = ?, aliases = ?, tags = ?, headings = ?, body = ? "
+                         "WHERE rowid = ?", (t, a, g, segmenter.segment_text(heading.replace(" > ", "\n")),
+                                             segmenter.segment_text(text), chunk_id))
+    return len(done)
+
+
+def index_size_bytes(index_dir: str | os.PathLike) -> int:
+    total = 0
+    for name in os.listdir(index_dir):
+        try:
+            total += os.path.getsize(os.path.join(index_dir, name))
+        except OSError:
+            pass
+    return total

@@ -1,0 +1,186 @@
+"""``vault-search``: a thin command-line face over ``vault_search.Index``."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import click
+
+from indexer import __version__
+from indexer.errors import VaultSearchError
+
+MAX_WARNINGS_SHOWN = 20
+
+
+class _Group(click.Group):
+    """Turns library errors into one-line messages and exit codes."""
+
+    def invoke(self, ctx):
+        from .filters import FilterError
+        from .index import UnsupportedModeError
+
+        try:
+            return super().invoke(ctx)
+        except (FilterError, UnsupportedModeError) as exc:
+            raise click.UsageError(str(exc), ctx) from None
+        except VaultSearchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted; every batch committed so far is kept", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--vault", envvar="VAULT_SEARCH_VAULT", metavar="DIR",
+              help="The vault folder (default: $VAULT_SEARCH_VAULT, else the current folder).")
+@click.option("--index-dir", envvar="VAULT_SEARCH_INDEX_DIR", metavar="DIR",
+              help="Where the index lives (default: $VAULT_SEARCH_INDEX_DIR, else "
+                   "$XDG_DATA_HOME/vault-search/<vault>-<hash>).")
+@click.version_option(__version__, prog_name="vault-search")
+@click.pass_context
+def main(ctx, vault, index_dir):
+    """Hybrid search over a Markdown (Obsidian) vault, Chinese and English.
+
+    Global options come before the command:
+
+        vault-search --vault ~/notes index
+
+        vault-search --vault ~/notes search "数据库 索引"
+    """
+    ctx.obj = {"vault": vault, "index_dir": index_dir}
+
+
+def _open(ctx, **kwargs):
+    from .index import Index
+
+    return Index.open(ctx.obj["vault"], ctx.obj["index_dir"], **kwargs)
+
+
+@main.command()
+@click.option("--rebuild", is_flag=True, help="Delete the index and build it again from scratch.")
+@click.option("--no-embed", is_flag=True,
+              help="Keyword index only (this version builds no embeddings yet either way).")
+@click.option("--ignore", multiple=True, metavar="GLOB",
+              help="Skip files or folders matching GLOB for this run (repeatable; "
+                   "persistent ones go in .vault-search.toml).")
+@click.option("--include-dot", multiple=True, metavar="NAME",
+              help="Index a dot-folder that is skipped by default, e.g. .learnings (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
+@click.pass_context
+def index(ctx, rebuild, no_embed, ignore, include_dot, as_json):
+    """Create the index or bring it up to date (incremental)."""
+    from indexer.config import load_config
+
+    from .index import Index
+
+    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"]).with_overrides(ignore, include_dot)
+    with Index.open(config=config, create=True, rebuild=rebuild) as idx:
+        if sys.stdout.isatty() and not as_json:
+            with click.progressbar(length=1, label="Indexing", show_eta=True, show_percent=True) as bar:
+                def progress(done, total):
+                    bar.length = max(total, 1)
+                    bar.update(done - bar.pos)
+                report = idx.sync(progress=progress)
+        else:
+            report = idx.sync()
+    if as_json:
+        from dataclasses import asdict
+
+        data = asdict(report)
+        data["warnings"] = [{"path": p, "message": m} for p, m in report.warnings]
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    for path, message in report.warnings[:MAX_WARNINGS_SHOWN]:
+        click.echo(f"warning: {path or '.'}: {message}", err=True)
+    if len(report.warnings) > MAX_WARNINGS_SHOWN:
+        click.echo(f"... and {len(report.warnings) - MAX_WARNINGS_SHOWN} more warnings "
+                   "(see `vault-search status`)", err=True)
+    click.echo(f"{report.scanned} notes scanned: {report.added} added, {report.updated} updated, "
+               f"{report.deleted} deleted, {report.unchanged} unchanged, {report.skipped} skipped; "
+               f"{report.chunks_written} chunks written in {report.seconds:.2f} s")
+    click.echo(f"index: {config.index_dir}")
+
+
+@main.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--mode", type=click.Choice(["hybrid", "fts", "vector"]), default=None,
+              help="Retriever (default: hybrid when vectors exist, else fts).")
+@click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="How many notes to return.")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON (the stable schema).")
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="Only notes with this tag or a tag nested under it (repeatable: all must match).")
+@click.option("--path", metavar="FOLDER", help="Only notes under this folder (vault-relative).")
+@click.option("--after", metavar="DATE", help="Only notes dated on or after DATE (YYYY-MM-DD[ HH:MM]).")
+@click.option("--before", metavar="DATE", help="Only notes dated on or before DATE.")
+@click.option("--explain", is_flag=True, help="Show the FTS query and each result's rank and score.")
+@click.pass_context
+def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain):
+    """Search the vault. QUERY is plain text, never syntax: any string is safe.
+
+    \b
+    Examples:
+      vault-search search 数据库 索引
+      vault-search search "rate limit" --tag project --after 2026-01-01 --json
+    """
+    from .render import render_search
+
+    text = " ".join(query)
+    with _open(ctx) as idx:
+        response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path,
+                              after=after, before=before, explain=explain)
+    if as_json:
+        click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_search(response))
+
+
+LOCATION_RE = re.compile(r"^(?P<path>.*?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+@main.command()
+@click.argument("location")
+@click.option("--json", "as_json", is_flag=True, help="Print {path, start_line, end_line, total_lines, text}.")
+@click.pass_context
+def get(ctx, location, as_json):
+    """Print a note, or lines of it: PATH, PATH:START or PATH:START-END.
+
+    PATH is relative to the vault; files outside the vault are refused.
+    """
+    from .index import Index
+    from indexer.config import load_config
+
+    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    idx = Index(config, conn=None)  # reading a file needs no index
+    path, start, end = location, None, None
+    m = LOCATION_RE.match(location)
+    if m and not (config.vault / location).is_file():
+        path, start = m.group("path"), int(m.group("start"))
+        end = int(m.group("end")) if m.group("end") else None
+    note = idx.get(path, start, end)
+    if as_json:
+        click.echo(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(note.text)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_context
+def status(ctx, as_json):
+    """Show counts, index location, last sync, versions and warnings."""
+    from .render import render_status
+
+    with _open(ctx) as idx:
+        s = idx.status()
+    if as_json:
+        click.echo(json.dumps(s.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_status(s))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Terminal rendering of results (colours only reach a terminal: click
+strips ANSI codes when output is piped)."""
+
+from __future__ import annotations
+
+import click
+
+from .results import IndexStatus, SearchResponse
+from .snippet import highlight_spans
+
+
+def highlight(text: str, terms: list[str]) -> str:
+    out, pos = [], 0
+    for start, end in highlight_spans(text, terms):
+        out.append(text[pos:start])
+        out.append(click.style(text[start:end], fg="yellow", bold=True))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def render_search(response: SearchResponse) -> str:
+    lines = []
+    for warning in response.warnings:
+        lines.append(click.style(f"warning: {warning}", fg="red"))
+    if not response.results:
+        lines.append(f"no results for {response.query!r} ({response.mode}, {response.took_ms:.0f} ms)")
+        return "\n".join(lines)
+    for i, r in enumerate(response.results, 1):
+        where = f"{r.path}:{r.start_line}-{r.end_line}"
+        lines.append(f"{click.style(f'{i:>2}.', dim=True)} {click.style(r.title, bold=True)}  "
+                     f"{click.style(where, fg='cyan')}  {click.style(f'{r.score:.3f}', dim=True)}"
+                     + (click.style("  [stale]", fg="red") if r.stale else ""))
+        if r.heading:
+            lines.append(f"    {click.style(r.heading, fg='green')}")
+        if r.snippet:
+            lines.append(f"    {highlight(r.snippet, response.terms)}")
+        if r.tags:
+            lines.append("    " + click.style(" ".join("#" + t for t in r.tags[:8]), fg="magenta"))
+    lines.append(click.style(f"{len(response.results)} results ({response.mode}, {response.took_ms:.0f} ms)",
+                             dim=True))
+    if response.explain:
+        lines.append(click.style(f"FTS MATCH: {response.explain['fts_match']}", dim=True))
+        for row in response.explain["ranks"]:
+            lines.append(click.style(f"  {row['path']}: fts rank {row['fts_rank']}, bm25 {row['fts_score']}",
+                                     dim=True))
+    return "\n".join(lines)
+
+
+def render_status(s: IndexStatus) -> str:
+    import datetime as dt
+
+    last = "never"
+    if s.last_sync:
+        when = dt.datetime.fromtimestamp(s.last_sync["at"]).strftime("%Y-%m-%d %H:%M:%S")
+        last = (f"{when} ({s.last_sync['seconds']} s: +{s.last_sync['added']} ~{s.last_sync['updated']} "
+                f"-{s.last_sync['deleted']}, {s.last_sync['unchanged']} unchanged)")
+    rows = [
+        ("vault", s.vault), ("index", s.index_dir),
+        ("notes", f"{s.notes} ({s.empty_notes} empty, {s.notes_with_warnings} with warnings)"),
+        ("chunks", str(s.chunks)), ("tags", str(s.tags)),
+        ("skipped files", str(s.skipped_files)), ("jieba words", f"{s.dictionary_words} from the vault"),
+        ("size", f"{s.db_bytes / 1048576:.1f} MB"), ("last sync", last),
+        ("versions", f"vault-search {s.tool_version}, schema {s.schema_version}, "
+                     f"segmenter {s.segmenter_version}"),
+    ]
+    out = [f"{click.style(k + ':', bold=True):<24} {v}" for k, v in rows]
+    if s.warnings:
+        out.append(click.style("warnings:", bold=True))
+        out += [f"  {w['path']}: {w['message']}" for w in s.warnings]
+    return "\n".join(out)
