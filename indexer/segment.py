@@ -252,7 +252,7 @@ class Segmenter:
     def _han_tokens(self, run: str) -> list[str]:
         tk = self._tokenizer()
         out: list[str] = []
-        for word in tk.cut(run, HMM=JIEBA_HMM):
+        for word in self._cut(tk, run):
             parts = self._user_parts.get(word)
             if parts is not None:
                 out.extend(parts)
@@ -272,8 +272,22 @@ class Segmenter:
         out.append(word)
         return out
 
+    @staticmethod
+    def _cut(tk, run: str):
+        """jieba's cut of one run of Han characters.
+
+        ``Tokenizer.cut`` re-splits its input with regexes on every call; our
+        runs are already pure Han, so call the dictionary cut it would reach
+        (about 10% of the indexing time on a 3,000-note vault).
+        """
+        if not JIEBA_HMM:
+            direct = getattr(tk, "_Tokenizer__cut_DAG_NO_HMM", None)
+            if direct is not None:
+                return direct(run)
+        return tk.cut(run, HMM=JIEBA_HMM)
+
     def _search_words(self, tk, text: str) -> list[str]:
         out = []
-        for word in tk.cut(text, HMM=JIEBA_HMM):
+        for word in self._cut(tk, text):
             out.extend(self._grams(tk, word))
         return out

@@ -295,15 +295,22 @@ def _resegment(conn, segmenter: Segmenter, words: list[str], skip_notes: Iterabl
     if not words:
         return 0
     skip = set(skip_notes)
+    old_notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0] - len(skip)
+    if old_notes <= 0:  # everything was written with the full dictionary
+        return 0
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS fresh_notes (id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM fresh_notes")
+    conn.executemany("INSERT INTO fresh_notes VALUES (?)", [(i,) for i in skip])
     done: set[int] = set()
     for i in range(0, len(words), RESEGMENT_GROUP):
         group = words[i:i + RESEGMENT_GROUP]
         cond = " OR ".join(["instr(n.title || n.aliases || n.tags || c.heading || c.text, ?) > 0"] * len(group))
         rows = conn.execute(
             f"SELECT c.id, c.note_id, c.heading, c.text, n.path, n.title, n.aliases, n.tags "
-            f"FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {cond}", group).fetchall()
+            f"FROM chunks c JOIN notes n ON n.id = c.note_id "
+            f"WHERE c.note_id NOT IN (SELECT id FROM fresh_notes) AND ({cond})", group).fetchall()
         for chunk_id, note_id, heading, text, path, title, aliases, tags in rows:
-            if note_id in skip or chunk_id in done:
+            if chunk_id in done:
                 continue
             done.add(chunk_id)
             note = ParsedNote(path=path, title=title, lines=[], body_start=1,

@@ -21,7 +21,7 @@ from indexer.errors import (IndexCorruptError, NoteNotFoundError, PathOutsideVau
                             VaultSearchError)
 from indexer.parse import BinaryNoteError, decode_note
 from indexer.scan import is_markdown
-from indexer.store import DB_NAME, SCHEMA_VERSION, check_schema, connect, db_path, get_meta
+from indexer.store import DB_NAME, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
 
 from .filters import SearchFilters
@@ -88,6 +88,7 @@ class Index:
     def sync(self, progress: Progress | None = None, force: bool = False) -> SyncReport:
         """Bring the index up to date with the vault (incremental)."""
         try:
+            migrate(self.conn)
             report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force)
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
