@@ -35,6 +35,7 @@ Progress = Callable[[int, int], None]
 class SyncReport:
     scanned: int = 0
     unchanged: int = 0
+    touched: int = 0          # mtime/size changed, content hash did not
     added: int = 0
     updated: int = 0
     deleted: int = 0
@@ -167,6 +168,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
     _begin(conn)
     try:
         conn.executemany("UPDATE notes SET mtime_ns = ?, size = ? WHERE path = ?", touch)
+        report.touched = len(touch)
         for path in drop:
             note_id = existing[path][0]
             _delete_chunks(conn, note_id)

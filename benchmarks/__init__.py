@@ -1,0 +1,1 @@
+"""Quality and speed harnesses that drive the public ``vault_search`` API."""

@@ -1,0 +1,76 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_VAULT = REPO / "sample-vault"
+EVAL_DIR = Path(os.environ.get("VAULT_SEARCH_EVAL_DIR", REPO.parent / "shared" / "eval"))
+CLI = Path(sys.executable).parent / "vault-search"
+
+
+def eval_path(*parts: str) -> Path:
+    path = EVAL_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"evaluation data not found at {path} (set VAULT_SEARCH_EVAL_DIR)")
+    return path
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    """Copy read-only shared data into a writable temp folder."""
+    shutil.copytree(src, dst, symlinks=True)
+    for root, dirs, files in os.walk(dst):
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            if not os.path.islink(p):
+                os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+@pytest.fixture
+def vault(tmp_path) -> Path:
+    """A fresh copy of the bundled sample vault."""
+    return copy_tree(SAMPLE_VAULT, tmp_path / "vault")
+
+
+@pytest.fixture
+def index_dir(tmp_path) -> Path:
+    return tmp_path / "index"
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+class CliResult:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.code = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    def json(self):
+        return json.loads(self.out)
+
+    def __repr__(self):
+        return f"CliResult(code={self.code}, out={self.out[:500]!r}, err={self.err[:500]!r})"
+
+
+@pytest.fixture
+def cli(vault, index_dir):
+    """Run the installed ``vault-search`` on the temp vault and index."""
+    def run(*args, vault_dir=None, index=None, env=None, input=None) -> CliResult:
+        cmd = [str(CLI), "--vault", str(vault_dir or vault), "--index-dir", str(index or index_dir), *args]
+        full_env = {**os.environ, **(env or {})}
+        return CliResult(subprocess.run(cmd, capture_output=True, text=True, env=full_env,
+                                        input=input, timeout=300))
+    return run

@@ -1,0 +1,52 @@
+from indexer.chunk import CHUNK_MAX_TOKENS, chunk_note, estimate_tokens
+from indexer.parse import parse_note
+
+
+def test_sections_become_chunks_with_heading_paths_and_lines():
+    text = ("---\ntitle: T\n---\n# Top\n\nintro line\n\n## Part A\na text\n\n### Deep\ndeep text\n"
+            "## Part B\nb text\n")
+    chunks = chunk_note(parse_note("n.md", text))
+    assert [(c.heading, c.start_line, c.end_line) for c in chunks] == [
+        ("Top", 4, 6), ("Top > Part A", 8, 9), ("Top > Part A > Deep", 11, 12), ("Top > Part B", 13, 14)]
+    lines = text.splitlines()
+    for c in chunks:
+        assert c.text == "\n".join(lines[c.start_line - 1:c.end_line])
+
+
+def test_heading_with_nothing_under_it_joins_the_next_section():
+    chunks = chunk_note(parse_note("n.md", "# Title\n\n## Sub\nbody\n"))
+    assert [(c.heading, c.start_line, c.end_line) for c in chunks] == [("Title > Sub", 1, 4)]
+
+
+def test_daily_log_entries_are_separate_chunks():
+    text = "# 2026-11-01\n\n### 09:30 — Stand-up\nnotes\n\n### 11:00 — 数据库迁移\n迁移\n"
+    chunks = chunk_note(parse_note("memory/2026-11-01.md", text))
+    assert [(c.heading, c.start_line, c.end_line) for c in chunks] == [
+        ("2026-11-01 > 09:30 — Stand-up", 1, 4), ("2026-11-01 > 11:00 — 数据库迁移", 6, 7)]
+
+
+def test_long_sections_are_split_to_fit_the_embedding_window():
+    para = "数据库索引是一种帮助数据库高效获取数据的数据结构。" * 12
+    text = "# Long\n\n" + "\n\n".join(f"{para} paragraph {i}" for i in range(10)) + "\n" + "word " * 3000 + "\n"
+    chunks = chunk_note(parse_note("n.md", text))
+    assert len(chunks) > 5
+    assert all(estimate_tokens(c.text) <= CHUNK_MAX_TOKENS for c in chunks)
+    assert all(c.heading == "Long" for c in chunks)
+    # In order, never overlapping, and every non-blank line is in some chunk.
+    assert all(a.end_line <= b.start_line for a, b in zip(chunks, chunks[1:]))
+    covered = {ln for c in chunks for ln in range(c.start_line, c.end_line + 1)}
+    lines = text.splitlines()
+    assert all(i + 1 in covered for i, line in enumerate(lines) if line.strip())
+
+
+def test_token_estimate_is_pessimistic_for_han_and_latin():
+    assert estimate_tokens("数据库") == 3
+    assert estimate_tokens("hello world") >= 2
+    assert estimate_tokens("") == 0
+
+
+def test_frontmatter_only_note_keeps_one_empty_chunk_and_empty_file_none():
+    chunks = chunk_note(parse_note("n.md", "---\ntitle: Only metadata\naliases: [x]\n---\n"))
+    assert [(c.start_line, c.end_line, c.text) for c in chunks] == [(1, 4, "")]
+    assert chunk_note(parse_note("n.md", "")) == []
+    assert chunk_note(parse_note("n.md", "\n\n  \n")) == []

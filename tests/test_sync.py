@@ -1,0 +1,111 @@
+import os
+import sqlite3
+
+from indexer.segment import Segmenter
+from indexer.store import get_meta, set_meta
+from vault_search import Index
+
+from conftest import write
+
+
+def sync(vault, index_dir):
+    with Index.open(vault, index_dir, create=True) as idx:
+        return idx.sync()
+
+
+def search_paths(vault, index_dir, query, **kw):
+    with Index.open(vault, index_dir) as idx:
+        return [r.path for r in idx.search(query, **kw).results]
+
+
+def test_first_sync_then_nothing_changed(vault, index_dir):
+    first = sync(vault, index_dir)
+    assert first.added == 19 and first.chunks_written > 20
+    assert not first.warnings
+    second = sync(vault, index_dir)
+    assert (second.added, second.updated, second.deleted, second.touched, second.chunks_written) == (0, 0, 0, 0, 0)
+    assert second.unchanged == 19
+
+
+def test_touch_without_change_rehashes_but_does_not_reparse(vault, index_dir):
+    sync(vault, index_dir)
+    note = vault / "Notes/Reading/Deep Work.md"
+    st = note.stat()
+    os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    report = sync(vault, index_dir)
+    assert (report.touched, report.updated, report.chunks_written) == (1, 0, 0)
+    assert sync(vault, index_dir).touched == 0  # the new mtime was recorded
+
+
+def test_edit_add_delete_and_rename(vault, index_dir):
+    sync(vault, index_dir)
+    write(vault / "Notes/new note.md", "# New\nquetzalcoatl appears here\n")
+    note = vault / "Notes/Reading/Deep Work.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\nAlso: archipelago.\n", encoding="utf-8")
+    (vault / "Notes/Travel/Kyoto trip.md").unlink()
+    report = sync(vault, index_dir)
+    assert (report.added, report.updated, report.deleted) == (1, 1, 1)
+    assert search_paths(vault, index_dir, "quetzalcoatl") == ["Notes/new note.md"]
+    assert search_paths(vault, index_dir, "archipelago") == ["Notes/Reading/Deep Work.md"]
+    assert "Notes/Travel/Kyoto trip.md" not in search_paths(vault, index_dir, "Kyoto Fushimi")
+
+    os.rename(vault / "Notes/new note.md", vault / "Notes/renamed.md")
+    report = sync(vault, index_dir)
+    assert (report.added, report.deleted) == (1, 1)
+    assert search_paths(vault, index_dir, "quetzalcoatl") == ["Notes/renamed.md"]
+    with sqlite3.connect(index_dir / "index.db") as conn:
+        # No orphans: every FTS row belongs to a chunk and every chunk to a note.
+        assert conn.execute("SELECT count(*) FROM chunks_fts").fetchone() == \
+            conn.execute("SELECT count(*) FROM chunks").fetchone()
+        assert conn.execute("SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)").fetchone() == (0,)
+
+
+def test_segmenter_version_change_forces_resegmentation(vault, index_dir):
+    sync(vault, index_dir)
+    with Index.open(vault, index_dir) as idx:
+        set_meta(idx.conn, "segmenter_version", "0/old")
+    report = sync(vault, index_dir)
+    assert report.full_rebuild and report.updated == 19
+    with Index.open(vault, index_dir) as idx:
+        assert get_meta(idx.conn, "segmenter_version") == Segmenter.version
+
+
+def test_vault_names_join_the_dictionary_and_older_notes_are_resegmented(vault, index_dir):
+    write(vault / "a/older.md", "# Older\n我们昨天讨论了琉璃光塔计划的进度。\n")
+    sync(vault, index_dir)
+    with sqlite3.connect(index_dir / "index.db") as conn:
+        assert conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH '\"琉璃光塔\"'").fetchone() == (0,)
+    # A new note is titled with the name: it joins the dictionary, and the
+    # older note that mentions it is segmented again so the name matches whole.
+    write(vault / "b/琉璃光塔.md", "---\naliases: [光塔计划]\n---\n项目说明。\n")
+    report = sync(vault, index_dir)
+    assert report.user_words_added >= 1 and report.resegmented >= 1
+    with sqlite3.connect(index_dir / "index.db") as conn:
+        words = dict(conn.execute("SELECT word, freq FROM dictionary"))
+        assert "琉璃光塔" in words
+        rows = conn.execute("SELECT c.note_id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+                            "WHERE chunks_fts MATCH '\"琉璃光塔\"'").fetchall()
+        assert len(rows) == 2
+    assert search_paths(vault, index_dir, "琉璃光塔")[0] == "b/琉璃光塔.md"
+    assert "a/older.md" in search_paths(vault, index_dir, "琉璃光塔")
+
+
+def test_index_lives_outside_the_vault_by_default(vault, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("VAULT_SEARCH_INDEX_DIR", raising=False)
+    with Index.open(vault, create=True) as idx:
+        idx.sync()
+        where = idx.config.index_dir
+    assert where.parent == tmp_path / "data" / "vault-search"
+    assert where.name.startswith("vault-") and (where / "index.db").exists()
+    assert not any(p.name.endswith(".db") for p in vault.rglob("*"))
+
+
+def test_wal_mode_and_schema_recorded(vault, index_dir):
+    sync(vault, index_dir)
+    with sqlite3.connect(index_dir / "index.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+        assert names == ["m001_notes", "m002_chunks_fts", "m003_dictionary"]
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        assert meta["schema_version"] == "3" and meta["segmenter_version"] == Segmenter.version
