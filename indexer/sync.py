@@ -81,6 +81,10 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
 
     existing = {row[0]: row[1:] for row in conn.execute(
         "SELECT path, id, mtime_ns, size, hash FROM notes")}
+    # A skipped file is retried when the settings that skipped it change.
+    if get_meta(conn, "max_file_bytes") != str(config.max_file_bytes):
+        conn.execute("DELETE FROM skipped")
+        set_meta(conn, "max_file_bytes", str(config.max_file_bytes))
     skipped_before = {row[0]: row[1:] for row in conn.execute(
         "SELECT path, mtime_ns, size, reason FROM skipped")}
 
@@ -125,6 +129,8 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             touch.append((f.mtime_ns, f.size, f.path))
             continue
         note = parse_note(f.path, text)
+        for message in note.warnings:
+            warn(f.path, message)
         words |= user_word_candidates([note.title, *note.aliases, *note.tags])
         keep = buffered + len(text) <= PARSE_BUFFER_BYTES
         buffered += len(text) if keep else 0

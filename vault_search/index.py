@@ -163,12 +163,11 @@ class Index:
         lines = text.splitlines()
         total = len(lines)
         first = 1 if start is None else start
-        last = total if end is None else end
-        if first < 1 or last < first - (end is None):
-            raise VaultSearchError(f"bad line range {first}-{last}; lines are numbered from 1 and END >= START")
+        if first < 1 or (end is not None and end < first):
+            raise VaultSearchError(f"bad line range {first}-{end}; lines are numbered from 1 and END >= START")
         if first > max(total, 1):
             raise VaultSearchError(f"{path} has {total} lines; line {first} is past the end")
-        last = min(last, total)
+        last = total if end is None else min(end, total)
         rel = Path(full).relative_to(self.config.vault).as_posix()
         return NoteText(rel, first, last, total, "\n".join(lines[first - 1:last]))
 

@@ -1,0 +1,125 @@
+"""Bad input never stops indexing: each file gets a clear warning, the rest
+of the vault is indexed and searchable."""
+
+import os
+
+import pytest
+
+from vault_search import Index
+
+from conftest import write
+
+
+@pytest.fixture
+def messy(tmp_path):
+    v = tmp_path / "messy"
+    write(v / "good.md", "# Good\nthe healthy note mentions pelican\n")
+    write(v / "bad-yaml.md", "---\ntags: [unclosed\n: nope\n---\n# Bad YAML\nbody still says heron\n")
+    write(v / "latin1.md", b"# Latin-1\ncaf\xe9 and flamingo\n")
+    write(v / "gbk.md", "# 旧编码\n这篇笔记用国标码保存，提到鸬鹚。\n".encode("gbk"))
+    write(v / "image.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
+    write(v / "empty.md", "")
+    write(v / "blank.md", "\n   \n\t\n")
+    write(v / "🦜 鹦鹉笔记.md", "# 鹦鹉\n会说话的鹦鹉 parrot\n")
+    write(v / "中文目录/子目录/笔记.md", "# 笔记\n中文路径里的翠鸟 kingfisher\n")
+    write(v / "README.md", "# Upper\nupper case readme albatross\n")
+    write(v / "readme.md", "# Lower\nlower case readme albatross\n")
+    os.symlink(v / "中文目录", v / "中文目录" / "子目录" / "loop")
+    return v
+
+
+def index(vault, index_dir, progress=None):
+    with Index.open(vault, index_dir, create=True) as idx:
+        return idx.sync(progress=progress)
+
+
+def top(vault, index_dir, query, **kw):
+    with Index.open(vault, index_dir) as idx:
+        return [r.path for r in idx.search(query, **kw).results]
+
+
+def test_messy_vault_indexes_everything_it_can_with_one_warning_each(messy, tmp_path):
+    report = index(messy, tmp_path / "i")
+    warned = {}
+    for path, message in report.warnings:
+        warned.setdefault(path, []).append(message)
+    assert "malformed YAML frontmatter" in warned["bad-yaml.md"][0]
+    assert "invalid UTF-8" in warned["latin1.md"][0]
+    assert "GB18030" in warned["gbk.md"][0]
+    assert "binary file" in warned["image.md"][0]
+    assert "already visited" in warned["中文目录/子目录/loop"][0]
+    assert set(warned) == {"bad-yaml.md", "latin1.md", "gbk.md", "image.md", "中文目录/子目录/loop"}
+    assert report.skipped == 1  # the binary one
+
+    i = tmp_path / "i"
+    assert top(messy, i, "pelican") == ["good.md"]
+    assert top(messy, i, "heron") == ["bad-yaml.md"]
+    assert top(messy, i, "flamingo") == ["latin1.md"]
+    assert top(messy, i, "鸬鹚") == ["gbk.md"]
+    assert top(messy, i, "鹦鹉") == ["🦜 鹦鹉笔记.md"]
+    assert top(messy, i, "翠鸟") == ["中文目录/子目录/笔记.md"]
+    assert sorted(top(messy, i, "albatross")) == ["README.md", "readme.md"]
+    assert top(messy, i, "upper albatross")[0] == "README.md"
+
+    with Index.open(messy, i) as idx:
+        status = idx.status()
+        assert status.notes == 10 and status.skipped_files == 1 and status.empty_notes == 2
+        assert idx.get("readme.md").text.startswith("# Lower")
+        assert idx.get("README.md").text.startswith("# Upper")
+    # Nothing changed: the binary file is not re-read or re-reported.
+    again = index(messy, i)
+    assert again.warnings == [("中文目录/子目录/loop", again.warnings[0][1])] and again.skipped == 1
+
+
+def test_huge_note_is_skipped_with_a_hint_and_indexed_when_allowed(tmp_path):
+    v = tmp_path / "v"
+    write(v / "small.md", "# Small\nordinary note about otters\n")
+    line = "A very long export line about walruses and other large marine mammals. " * 10 + "\n"
+    write(v / "huge.md", "# Huge\n" + line * (20 * 1024 * 1024 // len(line)))
+    assert (v / "huge.md").stat().st_size >= 20_000_000
+    report = index(v, tmp_path / "i")
+    assert report.warnings[0][0] == "huge.md" and "max_file_mb" in report.warnings[0][1]
+    assert top(v, tmp_path / "i", "otters") == ["small.md"]
+    assert top(v, tmp_path / "i", "walruses") == []
+
+    write(v / ".vault-search.toml", "max_file_mb = 25\n")
+    report = index(v, tmp_path / "i")
+    assert report.added == 1 and not report.warnings
+    assert top(v, tmp_path / "i", "walruses") == ["huge.md"]
+
+
+def test_file_deleted_between_scan_and_read(tmp_path):
+    v = tmp_path / "v"
+    for i in range(5):
+        write(v / f"n{i}.md", f"# N{i}\nnote number {i} about lemurs\n")
+
+    def vanish(done, total):
+        if done == 1:
+            os.remove(v / "n3.md")  # listed by the scan, gone before it is read
+
+    report = index(v, tmp_path / "i", progress=vanish)
+    assert report.added == 4
+    assert ("n3.md", "vanished while indexing; will be picked up if it comes back") in report.warnings
+    assert sorted(top(v, tmp_path / "i", "lemurs")) == ["n0.md", "n1.md", "n2.md", "n4.md"]
+    # A file that vanishes after it was indexed disappears from the index.
+    write(v / "n3.md", "# N3\nback again with lemurs\n")
+    assert index(v, tmp_path / "i").added == 1
+
+    def vanish_indexed(done, total):
+        if done == 1:
+            os.remove(v / "n3.md")
+
+    (v / "n3.md").write_text("# N3\nchanged\n", encoding="utf-8")
+    report = index(v, tmp_path / "i", progress=vanish_indexed)
+    assert report.deleted == 1 and "n3.md" not in top(v, tmp_path / "i", "lemurs")
+
+
+@pytest.mark.parametrize("query", ["C++", '"', "AND", "*", "foo-bar", "x:y", "\x00", "", "a" * 10_240,
+                                   "NEAR(", "title:x", "数据库\x00索引"])
+def test_hostile_queries_through_the_index(messy, tmp_path, query):
+    index(messy, tmp_path / "i")
+    with Index.open(messy, tmp_path / "i") as idx:
+        response = idx.search(query)
+    assert isinstance(response.results, list)
+    if not response.results:
+        assert response.warnings or query in ("C++", "foo-bar", "x:y", "NEAR(", "title:x", "AND", "数据库\x00索引")

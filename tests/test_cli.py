@@ -1,0 +1,118 @@
+"""The installed ``vault-search`` command on a real temp vault."""
+
+import json
+import os
+import re
+
+from conftest import CLI, REPO, write
+
+
+def test_index_search_json_and_exit_codes(cli):
+    r = cli("index")
+    assert r.code == 0, r
+    assert re.search(r"19 notes scanned: 19 added", r.out)
+    r = cli("search", "tea ceremony", "--json")
+    assert r.code == 0, r
+    data = r.json()
+    assert data["results"][0]["path"] == "Notes/Travel/Kyoto trip.md"
+    assert data["mode"] == "fts" and data["warnings"] == []
+    # Several words without quotes are one query.
+    assert cli("search", "tea", "ceremony", "--json").json()["results"][0]["path"] == "Notes/Travel/Kyoto trip.md"
+
+
+def test_no_hits_is_success_and_hostile_queries_are_text(cli):
+    cli("index")
+    for query in ["zebrafish", "C++", '"', "AND", "*", "foo-bar", "x:y", "", "a" * 10_240]:
+        r = cli("search", "--json", "--", query)
+        assert r.code == 0, (query, r)
+        assert isinstance(r.json()["results"], list)
+    assert cli("search", "--json", "--", "*").json()["warnings"] == ["query has no searchable words"]
+
+
+def test_terminal_output_lists_path_lines_and_snippet(cli):
+    cli("index")
+    r = cli("search", "covering index", "-n", "1")
+    assert r.code == 0
+    lines = r.out.splitlines()
+    assert "数据库索引  Notes/数据库/数据库索引.md:" in lines[0]
+    assert "\x1b[" not in r.out  # no colour codes when piped
+    assert any("covering index" in line for line in lines)
+
+
+def test_usage_errors_exit_2_runtime_errors_exit_1(cli, tmp_path):
+    r = cli("search", "x")
+    assert r.code == 1 and r.err.strip() == f"error: no index at {tmp_path / 'index'}; run `vault-search index` first"
+    cli("index")
+    r = cli("search", "x", "--after", "yesterday")
+    assert r.code == 2 and "--after expects a date like 2026-11-01" in r.err
+    r = cli("search", "x", "--mode", "vector")
+    assert r.code == 2 and "needs embeddings" in r.err
+    r = cli("search", "x", "--limit", "0")
+    assert r.code == 2
+    r = cli("index", vault_dir=tmp_path / "missing")
+    assert r.code == 1 and "vault folder not found" in r.err
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_get_whole_note_and_line_ranges(cli, vault):
+    r = cli("get", "Notes/Travel/Kyoto trip.md:6-7")
+    assert r.code == 0, r
+    lines = (vault / "Notes/Travel/Kyoto trip.md").read_text(encoding="utf-8").splitlines()
+    assert r.out == "\n".join(lines[5:7]) + "\n"
+    data = cli("get", "Notes/Travel/Kyoto trip.md:12", "--json").json()
+    assert (data["start_line"], data["end_line"], data["total_lines"]) == (12, len(lines), len(lines))
+    assert cli("get", "Home").out.startswith("---\ntitle: Home")  # .md may be left out
+    r = cli("get", "Home.md:999")
+    assert r.code == 1 and "past the end" in r.err
+
+
+def test_get_refuses_paths_outside_the_vault(cli, vault, tmp_path):
+    write(tmp_path / "secret.md", "top secret")
+    os.symlink(tmp_path / "secret.md", vault / "link.md")
+    for path in ["../secret.md", str(tmp_path / "secret.md"), "link.md", "Notes/../../secret.md", "/etc/passwd"]:
+        r = cli("get", path)
+        assert r.code == 1, path
+        assert "outside the vault" in r.err and "top secret" not in r.out
+    r = cli("get", "no/such/note.md")
+    assert r.code == 1 and "no such note" in r.err
+
+
+def test_status_reports_counts_location_and_versions(cli, index_dir):
+    cli("index")
+    data = cli("status", "--json").json()
+    assert data["notes"] == 19 and data["chunks"] > 19
+    assert data["index_dir"] == str(index_dir)
+    assert data["schema_version"] == 3 and data["segmenter_version"].startswith("1/")
+    assert data["last_sync"]["added"] == 19
+    text = cli("status").out
+    assert "notes:" in text and str(index_dir) in text and "last sync:" in text
+
+
+def test_index_progress_is_quiet_when_piped_and_json_report(cli):
+    r = cli("index", "--json")
+    report = json.loads(r.out)
+    assert report["added"] == 19 and report["warnings"] == []
+    assert "Indexing" not in r.out + r.err
+
+
+def test_environment_variables_choose_vault_and_index(vault, index_dir):
+    import subprocess
+
+    env = {**os.environ, "VAULT_SEARCH_VAULT": str(vault), "VAULT_SEARCH_INDEX_DIR": str(index_dir)}
+    subprocess.run([str(CLI), "index"], env=env, check=True, capture_output=True)
+    out = subprocess.run([str(CLI), "search", "Kyoto", "--json"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert json.loads(out)["results"][0]["path"] == "Notes/Travel/Kyoto trip.md"
+
+
+def test_every_command_has_help_and_is_in_the_readme(cli):
+    import subprocess
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    out = subprocess.run([str(CLI), "--help"], capture_output=True, text=True, check=True).stdout
+    commands = re.findall(r"^  (\w+)\s{2,}\S", out.split("Commands:")[1], re.M)
+    assert set(commands) == {"index", "search", "get", "status"}
+    for command in commands:
+        help_text = subprocess.run([str(CLI), command, "--help"], capture_output=True, text=True, check=True).stdout
+        assert len(help_text) > 100
+        assert f"vault-search {command}" in readme or f" {command} " in readme, command
