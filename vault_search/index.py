@@ -141,7 +141,7 @@ class Index:
             score = round(hit.score, 4)
             results.append(SearchResult(
                 path=path, title=title, heading=heading, start_line=start, end_line=end,
-                snippet=make_snippet(text, terms), score=score, scores=Scores(fts=score),
+                snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=Scores(fts=score),
                 tags=json.loads(tags), stale=False, uri=self.obsidian_uri(path)))
         return results
 
@@ -214,6 +214,15 @@ class Index:
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
         return status
+
+
+def _without_heading_line(text: str) -> str:
+    """The heading is its own field; the snippet shows what is under it."""
+    if text.startswith("#"):
+        first, _, rest = text.partition("\n")
+        if rest.strip() and first.lstrip("#").startswith((" ", "\t")):
+            return rest
+    return text
 
 
 def _db_error(exc: sqlite3.DatabaseError, config: VaultConfig) -> VaultSearchError:

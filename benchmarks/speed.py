@@ -1,0 +1,118 @@
+"""Keyword-index speed on a real vault, through the public API and the CLI.
+
+    python -m benchmarks.speed [VAULT]     (default: shared/eval/vaults/oldwinter-garden-zh)
+
+Copies the vault to a temp folder and measures: a full keyword index (whole
+`vault-search index` process), a second `index` with nothing changed, a
+re-index after one note changed, warm in-process query latency (p50/p95
+over Chinese and English queries), and `vault-search search` as a whole new
+process for an English and a Chinese query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from vault_search import Index
+
+from .metrics import percentile
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_VAULT = REPO.parent / "shared" / "eval" / "vaults" / "oldwinter-garden-zh"
+CLI = Path(sys.executable).parent / "vault-search"
+ZH_QUERIES = ["飞轮效应", "卡片笔记", "数据库 索引", "如何养成习惯", "读书笔记 方法", "收藏者谬误",
+              "时间管理", "云原生 容器", "心理学效应", "第二大脑"]
+EN_QUERIES = ["docker compose", "Kubernetes", "Elasticsearch", "obsidian plugin", "MySQL index",
+              "dataview query", "git commit", "python", "Map Of Content", "nginx"]
+
+
+def timed(cmd: list[str], env: dict | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    return time.perf_counter() - t0
+
+
+def best_of(n: int, cmd: list[str]) -> tuple[float, float]:
+    runs = sorted(timed(cmd) for _ in range(n))
+    return runs[0], statistics.median(runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
+    ap.add_argument("--repeat", type=int, default=5, help="runs per CLI measurement")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="vs-speed-") as tmp:
+        vault = Path(tmp) / "vault"
+        shutil.copytree(args.vault, vault, symlinks=True)
+        for root, dirs, files in os.walk(vault):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o755)
+        index = Path(tmp) / "index"
+        base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
+        notes = sum(1 for _ in vault.rglob("*.md"))
+
+        full_index = timed(base + ["index"])
+        noop_best, noop_median = best_of(args.repeat, base + ["index"])
+        changed = next(vault.rglob("飞轮效应.md"))
+        single = []
+        for i in range(args.repeat):
+            changed.write_text(changed.read_text(encoding="utf-8") + f"\n追加一行 {i}\n", encoding="utf-8")
+            single.append(timed(base + ["index"]))
+
+        with Index.open(vault, index) as idx:
+            idx.search("预热 warm-up")  # load jieba and the vault's dictionary once
+            warm = {"zh": [], "en": []}
+            for _ in range(5):
+                for lang, queries in (("zh", ZH_QUERIES), ("en", EN_QUERIES)):
+                    for q in queries:
+                        t0 = time.perf_counter()
+                        idx.search(q, limit=10)
+                        warm[lang].append((time.perf_counter() - t0) * 1000)
+            chunks = idx.status().chunks
+        cli_en = best_of(args.repeat, base + ["search", "docker compose", "--json"])
+        cli_zh = best_of(args.repeat, base + ["search", "飞轮效应", "--json"])
+
+    all_warm = warm["zh"] + warm["en"]
+    result = {
+        "vault": str(args.vault), "notes": notes, "chunks": chunks,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "full_index_s": round(full_index, 2),
+        "noop_index_s": {"best": round(noop_best, 3), "median": round(noop_median, 3)},
+        "one_note_changed_index_s": round(statistics.median(single), 3),
+        "warm_query_ms": {"p50": round(percentile(all_warm, 50), 2), "p95": round(percentile(all_warm, 95), 2),
+                          "zh_p50": round(percentile(warm["zh"], 50), 2),
+                          "en_p50": round(percentile(warm["en"], 50), 2)},
+        "cli_search_s": {"en_best": round(cli_en[0], 3), "en_median": round(cli_en[1], 3),
+                         "zh_best": round(cli_zh[0], 3), "zh_median": round(cli_zh[1], 3)},
+    }
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{notes} notes, {chunks} chunks ({result['machine']['cpus']} CPUs, Python {result['machine']['python']})")
+    print(f"full keyword index (whole CLI process):   {result['full_index_s']:.2f} s")
+    print(f"index again, nothing changed:              {noop_median:.3f} s (best {noop_best:.3f})")
+    print(f"index again, one note changed:             {result['one_note_changed_index_s']:.3f} s")
+    print(f"warm in-process query p50 / p95:           {result['warm_query_ms']['p50']:.2f} / "
+          f"{result['warm_query_ms']['p95']:.2f} ms (zh p50 {result['warm_query_ms']['zh_p50']:.2f}, "
+          f"en p50 {result['warm_query_ms']['en_p50']:.2f})")
+    print(f"`vault-search search` new process, en:     {cli_en[1]:.3f} s (best {cli_en[0]:.3f})")
+    print(f"`vault-search search` new process, zh:     {cli_zh[1]:.3f} s (best {cli_zh[0]:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
