@@ -24,55 +24,34 @@ FTS_TOKENIZER = f"porter unicode61 remove_diacritics 2 tokenchars '{CONNECTORS}'
 
 
 def m001_notes(db) -> None:
-    db.execute("""
-        CREATE TABLE notes (
-            id INTEGER PRIMARY KEY,
-            path TEXT NOT NULL UNIQUE,
-            title TEXT NOT NULL,
-            aliases TEXT NOT NULL DEFAULT '[]',
-            tags TEXT NOT NULL DEFAULT '[]',
-            links TEXT NOT NULL DEFAULT '[]',
-            metadata TEXT NOT NULL DEFAULT '{}',
-            date TEXT,
-            mtime_ns INTEGER NOT NULL,
-            size INTEGER NOT NULL,
-            hash TEXT NOT NULL,
-            warnings TEXT NOT NULL DEFAULT '[]',
-            indexed_at REAL NOT NULL
-        )""")
-    db.execute("CREATE INDEX notes_date ON notes(date)")
-    db.execute("""
-        CREATE TABLE note_tags (
-            note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
-            tag TEXT NOT NULL,
-            PRIMARY KEY (note_id, tag)
-        ) WITHOUT ROWID""")
-    db.execute("CREATE INDEX note_tags_tag ON note_tags(tag)")
+    db["notes"].create({
+        "id": int, "path": str, "title": str, "aliases": str, "tags": str, "links": str,
+        "metadata": str, "date": str, "mtime_ns": int, "size": int, "hash": str,
+        "warnings": str, "indexed_at": float,
+    }, pk="id", not_null={"path", "title", "mtime_ns", "size", "hash", "indexed_at"},
+        defaults={"aliases": "[]", "tags": "[]", "links": "[]", "metadata": "{}", "warnings": "[]"})
+    db["notes"].create_index(["path"], unique=True)
+    db["notes"].create_index(["date"])
+    db["note_tags"].create({"note_id": int, "tag": str}, pk=("note_id", "tag"),
+                           foreign_keys=[("note_id", "notes", "id")])
+    db["note_tags"].create_index(["tag"])
     # Files seen but not indexed (binary, too large, unreadable), so an
     # unchanged one is not re-read and re-reported on every sync.
-    db.execute("""
-        CREATE TABLE skipped (
-            path TEXT PRIMARY KEY,
-            reason TEXT NOT NULL,
-            mtime_ns INTEGER NOT NULL,
-            size INTEGER NOT NULL
-        )""")
-    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    db["skipped"].create({"path": str, "reason": str, "mtime_ns": int, "size": int}, pk="path",
+                         not_null={"reason", "mtime_ns", "size"})
+    db["meta"].create({"key": str, "value": str}, pk="key")
 
 
 def m002_chunks_fts(db) -> None:
-    db.execute("""
-        CREATE TABLE chunks (
-            id INTEGER PRIMARY KEY,
-            note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            heading TEXT NOT NULL,
-            start_line INTEGER NOT NULL,
-            end_line INTEGER NOT NULL,
-            text TEXT NOT NULL,
-            hash TEXT NOT NULL
-        )""")
-    db.execute("CREATE INDEX chunks_note ON chunks(note_id, seq)")
+    db["chunks"].create({
+        "id": int, "note_id": int, "seq": int, "heading": str, "start_line": int,
+        "end_line": int, "text": str, "hash": str,
+    }, pk="id", not_null={"note_id", "seq", "heading", "start_line", "end_line", "text", "hash"},
+        foreign_keys=[("note_id", "notes", "id")])
+    db["chunks"].create_index(["note_id", "seq"])
+    # sqlite-utils' enable_fts() builds an external-content table over a
+    # column; ours holds segmented tokens that exist nowhere else, with our
+    # own tokenizer options, so it is declared directly.
     cols = ", ".join(FTS_COLUMNS)
     tokenizer = FTS_TOKENIZER.replace('"', '""')
     db.execute(f'CREATE VIRTUAL TABLE chunks_fts USING fts5({cols}, tokenize="{tokenizer}")')
@@ -81,7 +60,7 @@ def m002_chunks_fts(db) -> None:
 def m003_dictionary(db) -> None:
     # The vault's own names added to jieba, with the frequency each was given,
     # so queries segment exactly as the documents were.
-    db.execute("CREATE TABLE dictionary (word TEXT PRIMARY KEY, freq INTEGER NOT NULL)")
+    db["dictionary"].create({"word": str, "freq": int}, pk="word", not_null={"freq"})
 
 
 MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary]

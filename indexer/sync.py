@@ -178,6 +178,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         for path in drop:
             note_id = existing[path][0]
             _delete_chunks(conn, note_id)
+            conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
             report.deleted += 1
         conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", skips)

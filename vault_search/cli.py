@@ -59,6 +59,29 @@ def _open(ctx, **kwargs):
     return Index.open(ctx.obj["vault"], ctx.obj["index_dir"], **kwargs)
 
 
+class _LazyProgressBar:
+    """A click progress bar that appears only once there is work to show."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.bar = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(length=max(total, 1), label=self.label, show_eta=True,
+                                         show_percent=True)
+            self.bar.__enter__()
+        self.bar.length = max(total, 1)
+        self.bar.update(done - self.bar.pos)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
 @main.command()
 @click.option("--rebuild", is_flag=True, help="Delete the index and build it again from scratch.")
 @click.option("--no-embed", is_flag=True,
@@ -79,10 +102,7 @@ def index(ctx, rebuild, no_embed, ignore, include_dot, as_json):
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"]).with_overrides(ignore, include_dot)
     with Index.open(config=config, create=True, rebuild=rebuild) as idx:
         if sys.stdout.isatty() and not as_json:
-            with click.progressbar(length=1, label="Indexing", show_eta=True, show_percent=True) as bar:
-                def progress(done, total):
-                    bar.length = max(total, 1)
-                    bar.update(done - bar.pos)
+            with _LazyProgressBar("Indexing") as progress:
                 report = idx.sync(progress=progress)
         else:
             report = idx.sync()

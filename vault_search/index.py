@@ -186,6 +186,8 @@ class Index:
             raise PathOutsideVaultError(f"{path}: outside the vault {vault}; refusing to read it")
         if not os.path.isfile(real):
             raise NoteNotFoundError(f"{path}: no such note in the vault")
+        if not is_markdown(real):
+            raise VaultSearchError(f"{path}: not a Markdown note; only .md files can be read")
         return real
 
     def status(self, warnings_limit: int = 50) -> IndexStatus:
