@@ -24,6 +24,18 @@ LATIN_WORD_RE = re.compile(r"[^\W_]+", re.ASCII)
 OTHER_RE = re.compile(r"[^\s\w]|[^\x00-\x7f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
+# Bump when the text given to the embedder for a chunk changes (see
+# ``passage_text``): the fingerprint changes and every chunk is re-embedded.
+PASSAGE_FORMAT = "title-heading-text/1"
+
+
+def passage_text(title: str, heading: str, text: str) -> str:
+    """What a chunk is embedded as: where it sits (title, heading path) and
+    what it says. The title puts a chunk's pronouns and topic in context."""
+    head = heading if heading.startswith(title) else (f"{title} > {heading}" if heading else title)
+    return f"{head}\n{text}".strip() if text.strip() else head
+
+
 @dataclass(frozen=True)
 class Chunk:
     seq: int

@@ -43,12 +43,22 @@ def m001_notes(db) -> None:
 
 
 def m002_chunks_fts(db) -> None:
-    db["chunks"].create({
-        "id": int, "note_id": int, "seq": int, "heading": str, "start_line": int,
-        "end_line": int, "text": str, "hash": str,
-    }, pk="id", not_null={"note_id", "seq", "heading", "start_line", "end_line", "text", "hash"},
-        foreign_keys=[("note_id", "notes", "id")])
+    # AUTOINCREMENT: a chunk id is never reused, so a row of an older vectors
+    # file can never be mistaken for a newer chunk. ``hash`` is the hash of
+    # the text the chunk is embedded as (title, heading path, text).
+    db.execute("""
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            note_id INTEGER NOT NULL REFERENCES notes(id),
+            seq INTEGER NOT NULL,
+            heading TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            hash TEXT NOT NULL
+        )""")
     db["chunks"].create_index(["note_id", "seq"])
+    db["chunks"].create_index(["hash"])
     # sqlite-utils' enable_fts() builds an external-content table over a
     # column; ours holds segmented tokens that exist nowhere else, with our
     # own tokenizer options, so it is declared directly.
@@ -63,7 +73,14 @@ def m003_dictionary(db) -> None:
     db["dictionary"].create({"word": str, "freq": int}, pk="word", not_null={"freq"})
 
 
-MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary]
+def m004_embeddings(db) -> None:
+    # Vectors by (model fingerprint, chunk hash): the cache that makes
+    # re-indexing embed only changed text, and the source of vectors.npy.
+    db["embeddings"].create({"model": str, "hash": str, "vector": bytes}, pk=("model", "hash"),
+                            not_null={"vector"})
+
+
+MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -14,9 +14,9 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from .chunk import CHUNK_MAX_TOKENS, chunk_note
+from .chunk import CHUNK_MAX_TOKENS, chunk_note, passage_text
 from .config import VaultConfig
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
 from .scan import ScannedFile, scan_vault
@@ -26,9 +26,12 @@ from .store import get_meta, migrate, set_meta
 BATCH_NOTES = 200          # notes per write transaction
 PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
 RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
-CHUNKER_VERSION = f"1/{CHUNK_MAX_TOKENS}"
+CHUNKER_VERSION = f"2/{CHUNK_MAX_TOKENS}"
 
 Progress = Callable[[int, int], None]
+
+if TYPE_CHECKING:
+    from .vectors import EmbedReport
 
 
 @dataclass
@@ -46,6 +49,7 @@ class SyncReport:
     full_rebuild: bool = False
     seconds: float = 0.0
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    embedding: "EmbedReport | None" = None   # set by the embedding pass, when it ran
 
     @property
     def changed(self) -> int:
@@ -256,7 +260,8 @@ def _note_rows(note: ParsedNote, segmenter: Segmenter):
     fts_meta = _fts_meta(note, segmenter)
     chunk_rows = []
     for chunk in chunk_note(note):
-        chunk_hash = hashlib.blake2b(chunk.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        embedded_as = passage_text(note.title, chunk.heading, chunk.text)
+        chunk_hash = hashlib.blake2b(embedded_as.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         chunk_rows.append((chunk, chunk_hash, segmenter.segment_text(chunk.heading.replace(" > ", "\n")),
                            segmenter.segment_text(chunk.text)))
     return fts_meta, chunk_rows

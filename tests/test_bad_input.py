@@ -30,7 +30,7 @@ def messy(tmp_path):
 
 def index(vault, index_dir, progress=None):
     with Index.open(vault, index_dir, create=True) as idx:
-        return idx.sync(progress=progress)
+        return idx.sync(progress=progress, embed=False)
 
 
 def top(vault, index_dir, query, **kw):

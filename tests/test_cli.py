@@ -8,7 +8,7 @@ from conftest import CLI, REPO, write
 
 
 def test_index_search_json_and_exit_codes(cli):
-    r = cli("index")
+    r = cli("index", "--no-embed")
     assert r.code == 0, r
     assert re.search(r"19 notes scanned: 19 added", r.out)
     r = cli("search", "tea ceremony", "--json")
@@ -21,7 +21,7 @@ def test_index_search_json_and_exit_codes(cli):
 
 
 def test_no_hits_is_success_and_hostile_queries_are_text(cli):
-    cli("index")
+    cli("index", "--no-embed")
     for query in ["zebrafish", "C++", '"', "AND", "*", "foo-bar", "x:y", "", "a" * 10_240]:
         r = cli("search", "--json", "--", query)
         assert r.code == 0, (query, r)
@@ -30,7 +30,7 @@ def test_no_hits_is_success_and_hostile_queries_are_text(cli):
 
 
 def test_terminal_output_lists_path_lines_and_snippet(cli):
-    cli("index")
+    cli("index", "--no-embed")
     r = cli("search", "covering index", "-n", "1")
     assert r.code == 0
     lines = r.out.splitlines()
@@ -42,7 +42,7 @@ def test_terminal_output_lists_path_lines_and_snippet(cli):
 def test_usage_errors_exit_2_runtime_errors_exit_1(cli, tmp_path):
     r = cli("search", "x")
     assert r.code == 1 and r.err.strip() == f"error: no index at {tmp_path / 'index'}; run `vault-search index` first"
-    cli("index")
+    cli("index", "--no-embed")
     r = cli("search", "x", "--after", "yesterday")
     assert r.code == 2 and "--after expects a date like 2026-11-01" in r.err
     r = cli("search", "x", "--mode", "vector")
@@ -80,18 +80,18 @@ def test_get_refuses_paths_outside_the_vault(cli, vault, tmp_path):
 
 
 def test_status_reports_counts_location_and_versions(cli, index_dir):
-    cli("index")
+    cli("index", "--no-embed")
     data = cli("status", "--json").json()
     assert data["notes"] == 19 and data["chunks"] > 19
     assert data["index_dir"] == str(index_dir)
-    assert data["schema_version"] == 3 and data["segmenter_version"].startswith("1/")
+    assert data["schema_version"] == 4 and data["segmenter_version"].startswith("1/")
     assert data["last_sync"]["added"] == 19
     text = cli("status").out
     assert "notes:" in text and str(index_dir) in text and "last sync:" in text
 
 
 def test_index_progress_is_quiet_when_piped_and_json_report(cli):
-    r = cli("index", "--json")
+    r = cli("index", "--no-embed", "--json")
     report = json.loads(r.out)
     assert report["added"] == 19 and report["warnings"] == []
     assert "Indexing" not in r.out + r.err
@@ -101,7 +101,7 @@ def test_environment_variables_choose_vault_and_index(vault, index_dir):
     import subprocess
 
     env = {**os.environ, "VAULT_SEARCH_VAULT": str(vault), "VAULT_SEARCH_INDEX_DIR": str(index_dir)}
-    subprocess.run([str(CLI), "index"], env=env, check=True, capture_output=True)
+    subprocess.run([str(CLI), "index", "--no-embed"], env=env, check=True, capture_output=True)
     out = subprocess.run([str(CLI), "search", "Kyoto", "--json"], env=env, check=True,
                          capture_output=True, text=True).stdout
     assert json.loads(out)["results"][0]["path"] == "Notes/Travel/Kyoto trip.md"

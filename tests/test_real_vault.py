@@ -17,7 +17,7 @@ def garden(tmp_path_factory):
     root = tmp_path_factory.mktemp("garden")
     vault = copy_tree(src, root / "vault")
     index = root / "index"
-    proc = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index", "--json"],
+    proc = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index", "--no-embed", "--json"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return vault, index, json.loads(proc.stdout)

@@ -15,7 +15,7 @@ RESULT_KEYS = {"path", "title", "heading", "start_line", "end_line", "snippet", 
 @pytest.fixture
 def idx(vault, index_dir):
     with Index.open(vault, index_dir, create=True) as index:
-        index.sync()
+        index.sync(embed=False)
         yield index
 
 
@@ -77,7 +77,7 @@ def test_two_character_word_inside_a_long_han_run_unlike_unicode61_and_trigram(t
     write(vault / "kimono.md", text + "\n")
     write(vault / "waiter.md", distractor + "\n")
     with Index.open(vault, tmp_path / "i", create=True) as idx:
-        idx.sync()
+        idx.sync(embed=False)
         assert paths(idx, "和服") == ["kimono.md"]
         assert paths(idx, "茶碗") == ["kimono.md"]
 
@@ -127,7 +127,7 @@ def test_date_filters_use_frontmatter_then_daily_name_then_mtime(idx, vault):
     # A note with no date in frontmatter or name is dated by its mtime.
     old = dt.datetime(2020, 5, 17, 12, 0).timestamp()
     os.utime(vault / "Inbox/quick-ideas.md", (old, old))
-    idx.sync()
+    idx.sync(embed=False)
     assert paths(idx, "ideas", before="2020-12-31") == ["Inbox/quick-ideas.md"]
     assert "Inbox/quick-ideas.md" not in paths(idx, "ideas", after="2021-01-01")
 

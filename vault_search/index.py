@@ -17,21 +17,26 @@ from urllib.parse import quote
 
 import indexer
 from indexer.config import VaultConfig, load_config
-from indexer.errors import (IndexCorruptError, NoteNotFoundError, PathOutsideVaultError,
-                            VaultSearchError)
+from indexer.errors import (IndexCorruptError, IndexVersionError, NoteNotFoundError,
+                            PathOutsideVaultError, VaultSearchError)
 from indexer.parse import BinaryNoteError, decode_note
 from indexer.scan import is_markdown
-from indexer.store import DB_NAME, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate
+from indexer.store import DB_NAME, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
 
 from .filters import SearchFilters
-from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, best_per_note, keyword_hits
-from .query import fts_query
+from .fusion import RRF_K, Fused, rrf
+from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits
+from .query import MAX_QUERY_CHARS, fts_query
 from .results import IndexStatus, NoteText, Scores, SearchResponse, SearchResult
 from .snippet import make_snippet
 
 MODES = ("hybrid", "fts", "vector")
 MAX_LIMIT = 1000
+# Hybrid defaults: each retriever contributes its best HYBRID_DEPTH notes to
+# the fusion, with these weights (chosen on the shared sets: README "Hybrid").
+HYBRID_DEPTH = 50
+DEFAULT_WEIGHTS = {"fts": 1.0, "vector": 1.0}
 
 
 class UnsupportedModeError(VaultSearchError):
@@ -39,16 +44,24 @@ class UnsupportedModeError(VaultSearchError):
 
 
 class Index:
-    def __init__(self, config: VaultConfig, conn: sqlite3.Connection):
+    def __init__(self, config: VaultConfig, conn: sqlite3.Connection, embedder=None):
         self.config = config
         self.conn = conn
         self._segmenter = None
+        self._embedder = embedder
+        self._vectors = None
+        self._vectors_state = None
 
     # -- lifecycle ---------------------------------------------------------
     @classmethod
     def open(cls, vault: str | os.PathLike | None = None, index_dir: str | os.PathLike | None = None, *,
-             config: VaultConfig | None = None, create: bool = False, rebuild: bool = False) -> "Index":
-        """Open the index of ``vault``; ``create`` for writers, ``rebuild`` to start afresh."""
+             config: VaultConfig | None = None, create: bool = False, rebuild: bool = False,
+             embedder=None) -> "Index":
+        """Open the index of ``vault``; ``create`` for writers, ``rebuild`` to start afresh.
+
+        ``embedder``: an ``indexer.embed.Embedder`` to use instead of the
+        index's recorded model (tests pass a deterministic one).
+        """
         config = config or load_config(vault, index_dir)
         path = db_path(config.index_dir)
         if rebuild:
@@ -60,7 +73,7 @@ class Index:
                 except OSError as exc:
                     raise VaultSearchError(f"cannot remove {path}{suffix}: {exc.strerror}") from None
         conn = connect(path, create=create or rebuild)
-        idx = cls(config, conn)
+        idx = cls(config, conn, embedder)
         if not (create or rebuild):
             try:
                 check_schema(conn)
@@ -85,65 +98,174 @@ class Index:
         return self._segmenter
 
     # -- writing -----------------------------------------------------------
-    def sync(self, progress: Progress | None = None, force: bool = False) -> SyncReport:
-        """Bring the index up to date with the vault (incremental)."""
+    def sync(self, progress: Progress | None = None, force: bool = False, *, embed: bool = True,
+             model: str | None = None, embed_progress: Progress | None = None,
+             embed_limit: int | None = None) -> SyncReport:
+        """Bring the index up to date with the vault (incremental).
+
+        Keyword search sees the changes as soon as the FTS batches commit;
+        then, unless ``embed`` is false, chunks without a vector are embedded
+        (``model`` on a new index, else the index's own) and the matrix file
+        is rewritten. ``embed_limit`` stops after that many passages.
+        """
         try:
             migrate(self.conn)
             report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force)
+            if embed:
+                from indexer.vectors import embedding_pass
+
+                embedder = self._embedder_for_writing(model)
+                report.embedding = embedding_pass(self.conn, self.config.index_dir, embedder,
+                                                  embed_progress, embed_limit)
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
         return report
 
+    def _embedder_for_writing(self, model: str | None):
+        from indexer.embed import DEFAULT_MODEL, EmbedderError, get_embedder
+
+        recorded = self.model_spec
+        requested = model or (self._embedder.spec if self._embedder is not None else None)
+        if recorded and requested and requested != recorded:
+            raise EmbedderError(f"this index was built with --model {recorded}; to switch models run "
+                                f"`vault-search index --rebuild --model {requested}`")
+        spec = recorded or requested or DEFAULT_MODEL
+        if self._embedder is None or self._embedder.spec != spec:
+            self._embedder = get_embedder(spec)
+        self.conn.execute("BEGIN IMMEDIATE")
+        set_meta(self.conn, "embed_model", spec)
+        set_meta(self.conn, "embed_fingerprint", self._embedder.fingerprint)
+        self.conn.execute("COMMIT")
+        return self._embedder
+
     # -- reading -----------------------------------------------------------
     def search(self, query: str, *, mode: str | None = None, limit: int = 10, tags=(), path: str | None = None,
-               after: str | None = None, before: str | None = None, explain: bool = False) -> SearchResponse:
+               after: str | None = None, before: str | None = None, explain: bool = False,
+               weights: dict[str, float] | None = None, rrf_k: float | None = None,
+               depth: int | None = None) -> SearchResponse:
+        """Search the vault.
+
+        ``mode``: ``fts`` (BM25), ``vector`` (embeddings) or ``hybrid`` (both,
+        fused by reciprocal rank); default hybrid when the index has vectors.
+        ``weights``, ``rrf_k`` and ``depth`` tune the fusion (see ``fusion.py``).
+        """
         t0 = time.perf_counter()
         query = query or ""
-        mode = mode or "fts"  # hybrid becomes the default once vectors exist
-        if mode not in MODES:
+        if mode is not None and mode not in MODES:
             raise UnsupportedModeError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        if mode != "fts":
-            raise UnsupportedModeError(
-                f"--mode {mode} needs embeddings, which this index does not have; use --mode fts")
         limit = max(1, min(int(limit), MAX_LIMIT))
         filters = SearchFilters.build(tags, path, after, before)
-        fq = fts_query(query, self.segmenter)
-        depth = max(MIN_CHUNK_DEPTH, limit * CHUNKS_PER_RESULT)
         try:
-            hits = best_per_note(keyword_hits(self.conn, fq.match, filters, depth), limit)
-            results = self._results(hits, fq.terms)
+            has_vectors = self.has_vectors()
+            mode = mode or ("hybrid" if has_vectors else "fts")
+            if mode != "fts" and not has_vectors:
+                raise UnsupportedModeError(
+                    f"--mode {mode} needs embeddings, which this index does not have; "
+                    "run `vault-search index` (without --no-embed), or use --mode fts")
+            fq = fts_query(query, self.segmenter)
+            warnings = list(fq.warnings)
+            note_depth = max(limit, depth or HYBRID_DEPTH) if mode == "hybrid" else limit
+            chunk_depth = max(MIN_CHUNK_DEPTH, note_depth * CHUNKS_PER_RESULT)
+            lists: dict[str, list[ChunkHit]] = {}
+            if mode in ("fts", "hybrid"):
+                lists["fts"] = best_per_note(keyword_hits(self.conn, fq.match, filters, chunk_depth), note_depth)
+            if mode in ("vector", "hybrid") and fq.terms:
+                lists["vector"] = self._vector_list(query, filters, chunk_depth, note_depth, warnings)
+            fused = rrf(lists, {**DEFAULT_WEIGHTS, **(weights or {})}, rrf_k or RRF_K)[:limit]
+            results = self._results(fused, fq.terms, mode)
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
-        response = SearchResponse(query=query, mode=mode, took_ms=0.0, warnings=list(fq.warnings),
+        response = SearchResponse(query=query, mode=mode, took_ms=0.0, warnings=warnings,
                                   results=results, terms=fq.terms)
         if explain:
             response.explain = {
                 "fts_match": fq.match,
                 "terms": fq.terms,
                 "filters": filters.sql()[0] if filters else None,
-                "ranks": [{"path": r.path, "fts_rank": h.rank, "fts_score": round(h.score, 4)}
-                          for r, h in zip(results, hits)],
+                "rrf_k": rrf_k or RRF_K,
+                "weights": {**DEFAULT_WEIGHTS, **(weights or {})},
+                "ranks": [{"path": r.path,
+                           "fts_rank": f.ranks.get("fts"), "fts_score": _round(f.scores.get("fts")),
+                           "vector_rank": f.ranks.get("vector"), "vector_score": _round(f.scores.get("vector")),
+                           "fused_score": round(f.score, 6)}
+                          for r, f in zip(results, fused)],
             }
         response.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return response
 
-    def _results(self, hits, terms) -> list[SearchResult]:
-        if not hits:
+    def _vector_list(self, query, filters, chunk_depth, note_depth, warnings) -> list[ChunkHit]:
+        from .vector import allowed_chunk_ids, vector_hits
+
+        vectors = self.vectors()
+        if vectors.problem:
+            warnings.append(f"{vectors.problem}; searched the database copy (run `vault-search index` to repair)")
+        allowed = None
+        if filters:
+            where, params = filters.sql()
+            allowed = allowed_chunk_ids(self.conn, where, params)
+        qvec = self.embedder.embed_query(query[:MAX_QUERY_CHARS])
+        pairs = vectors.top_chunks(qvec, chunk_depth, allowed)
+        return best_per_note(vector_hits(self.conn, pairs), note_depth)
+
+    def _results(self, fused: list[Fused], terms: list[str], mode: str) -> list[SearchResult]:
+        if not fused:
             return []
-        ids = [h.chunk_id for h in hits]
+        ids = [f.chunk_id for f in fused]
         marks = ",".join("?" * len(ids))
         rows = {r[0]: r[1:] for r in self.conn.execute(
             f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text
                 FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", ids)}
         results = []
-        for hit in hits:
-            path, title, tags, heading, start, end, text = rows[hit.chunk_id]
-            score = round(hit.score, 4)
+        for f in fused:
+            path, title, tags, heading, start, end, text = rows[f.chunk_id]
+            scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")))
+            score = {"fts": scores.fts, "vector": scores.vector}.get(mode, round(f.score, 6))
             results.append(SearchResult(
                 path=path, title=title, heading=heading, start_line=start, end_line=end,
-                snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=Scores(fts=score),
+                snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,
                 tags=json.loads(tags), stale=False, uri=self.obsidian_uri(path)))
         return results
+
+    # -- vectors -----------------------------------------------------------
+    @property
+    def model_spec(self) -> str | None:
+        """The embedding model this index was built with (None: keyword only)."""
+        return get_meta(self.conn, "embed_model")
+
+    @property
+    def embedder(self):
+        """The embedder for queries: the one passed to ``open``, else the index's model."""
+        if self._embedder is None:
+            from indexer.embed import get_embedder
+
+            spec = self.model_spec
+            if spec is None:
+                raise UnsupportedModeError("this index has no embeddings; run `vault-search index`")
+            self._embedder = get_embedder(spec)
+        return self._embedder
+
+    def has_vectors(self) -> bool:
+        if not self.model_spec:
+            return False
+        state = get_meta(self.conn, "vectors")
+        return bool(state) and json.loads(state).get("rows", 0) > 0
+
+    def vectors(self):
+        """The chunk matrix, reloaded whenever an ``index`` run has replaced it."""
+        from .vector import VectorIndex
+
+        state = get_meta(self.conn, "vectors")
+        if self._vectors is None or self._vectors_state != state:
+            embedder = self.embedder
+            recorded = get_meta(self.conn, "embed_fingerprint")
+            if recorded and recorded != embedder.fingerprint:
+                raise IndexVersionError(
+                    f"the index's vectors were made by {recorded.split('|')[0]} ({recorded}), but this "
+                    f"vault-search embeds queries with {embedder.fingerprint}; run `vault-search index` "
+                    "to re-embed, or `vault-search index --rebuild --model MODEL`")
+            self._vectors = VectorIndex.load(self.conn, self.config.index_dir, embedder.fingerprint, embedder.dim)
+            self._vectors_state = state
+        return self._vectors
 
     def obsidian_uri(self, path: str) -> str:
         return (f"obsidian://open?vault={quote(self.config.vault_name, safe='')}"
@@ -190,6 +312,9 @@ class Index:
             raise VaultSearchError(f"{path}: not a Markdown note; only .md files can be read")
         return real
 
+    def _vector_status(self) -> dict:
+        return _vector_status_fields(self.conn, self.config.index_dir)
+
     def status(self, warnings_limit: int = 50) -> IndexStatus:
         q = self.conn.execute
         try:
@@ -212,10 +337,33 @@ class Index:
                 schema_version=SCHEMA_VERSION,
                 segmenter_version=get_meta(self.conn, "segmenter_version"),
                 tool_version=indexer.__version__,
-                warnings=warnings[:warnings_limit])
+                warnings=warnings[:warnings_limit],
+                **self._vector_status())
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
         return status
+
+
+def _vector_status_fields(conn, index_dir) -> dict:
+    fingerprint = get_meta(conn, "embed_fingerprint")
+    out = {"model": get_meta(conn, "embed_model"), "embedded_chunks": 0, "waiting_chunks": 0, "vectors": None}
+    if not fingerprint:
+        return out
+    from indexer.vectors import check_files, count_waiting
+
+    out["waiting_chunks"] = count_waiting(conn, fingerprint)
+    out["embedded_chunks"] = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] - out["waiting_chunks"]
+    raw = get_meta(conn, "vectors")
+    state = json.loads(raw) if raw else None
+    problem = check_files(index_dir, state)
+    if problem is None and state["fingerprint"] != fingerprint:
+        problem = "vectors file was built by another model"
+    out["vectors"] = problem or f"ok ({state['rows']} rows)"
+    return out
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def _without_heading_line(text: str) -> str:

@@ -40,10 +40,18 @@ def render_search(response: SearchResponse) -> str:
     lines.append(click.style(f"{len(response.results)} results ({response.mode}, {response.took_ms:.0f} ms)",
                              dim=True))
     if response.explain:
-        lines.append(click.style(f"FTS MATCH: {response.explain['fts_match']}", dim=True))
-        for row in response.explain["ranks"]:
-            lines.append(click.style(f"  {row['path']}: fts rank {row['fts_rank']}, bm25 {row['fts_score']}",
-                                     dim=True))
+        ex = response.explain
+        lines.append(click.style(f"FTS MATCH: {ex['fts_match']}", dim=True))
+        if response.mode == "hybrid":
+            lines.append(click.style(f"RRF k={ex['rrf_k']}, weights {ex['weights']}", dim=True))
+        for row in ex["ranks"]:
+            parts = []
+            if row["fts_rank"] is not None:
+                parts.append(f"fts #{row['fts_rank']} (bm25 {row['fts_score']})")
+            if row["vector_rank"] is not None:
+                parts.append(f"vector #{row['vector_rank']} (cos {row['vector_score']})")
+            parts.append(f"fused {row['fused_score']:.5f}")
+            lines.append(click.style(f"  {row['path']}: " + ", ".join(parts), dim=True))
     return "\n".join(lines)
 
 
@@ -60,6 +68,9 @@ def render_status(s: IndexStatus) -> str:
         ("notes", f"{s.notes} ({s.empty_notes} empty, {s.notes_with_warnings} with warnings)"),
         ("chunks", str(s.chunks)), ("tags", str(s.tags)),
         ("skipped files", str(s.skipped_files)), ("jieba words", f"{s.dictionary_words} from the vault"),
+        ("model", s.model or "none (keyword only)"),
+        ("embedded", f"{s.embedded_chunks} chunks, {s.waiting_chunks} waiting" if s.model else "-"),
+        ("vectors file", s.vectors or "-"),
         ("size", f"{s.db_bytes / 1048576:.1f} MB"), ("last sync", last),
         ("versions", f"vault-search {s.tool_version}, schema {s.schema_version}, "
                      f"segmenter {s.segmenter_version}"),

@@ -79,6 +79,10 @@ class IndexStatus:
     segmenter_version: str | None
     tool_version: str
     warnings: list[dict] = field(default_factory=list)
+    model: str | None = None          # embedding model spec; None: keyword only
+    embedded_chunks: int = 0
+    waiting_chunks: int = 0           # chunks that still need a vector
+    vectors: str | None = None        # "ok (N rows)" or what is wrong with the vectors file
 
     def to_dict(self) -> dict:
         return asdict(self)

