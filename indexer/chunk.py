@@ -57,8 +57,14 @@ def estimate_tokens(text: str) -> int:
     return han + latin + max(other, 0)
 
 
+# A pasted image (``![](data:image/png;base64,...)``) is megabytes of noise
+# for search and embedding: its payload is elided from chunk text.
+DATA_URI_RE = re.compile(r"(data:[\w.+-]+/[\w.+-]+;base64,)[A-Za-z0-9+/=]{64,}")
+ELIDED = "…"
+
+
 def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS) -> list[Chunk]:
-    lines = note.lines
+    lines = [DATA_URI_RE.sub(r"\1" + ELIDED, line) if "base64," in line else line for line in note.lines]
     n = len(lines)
     if note.body_is_empty:
         # Frontmatter only: one empty chunk keeps title, aliases and tags searchable.
@@ -158,39 +164,40 @@ def _split_section(lines, start, end, max_tokens):
         yield cur_start, cur_end, "\n".join(lines[cur_start - 1:cur_end])
 
 
-SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;.])\s*")
+BREAK_AT_RE = re.compile(r"[。！？!?；;]|\.(?=\s)")
 
 
 def _split_line(line: str, line_no: int, max_tokens: int):
-    """Cut one very long line at sentence ends, else at a fixed width."""
-    pieces = [p for p in SENTENCE_END_RE.split(line) if p]
-    buf = ""
-    for piece in pieces:
-        while estimate_tokens(piece) > max_tokens:
-            cut = _cut_point(piece, max_tokens)
-            if buf:
-                yield line_no, line_no, buf.strip()
-                buf = ""
-            yield line_no, line_no, piece[:cut].strip()
-            piece = piece[cut:].strip()
-        joined = f"{buf} {piece}" if buf else piece
-        if buf and estimate_tokens(joined) > max_tokens:
-            yield line_no, line_no, buf.strip()
-            joined = piece
-        buf = joined
-    if buf.strip():
-        yield line_no, line_no, buf.strip()
+    """Cut one very long line into pieces that fit, preferring sentence ends,
+    then spaces. Pieces are exact substrings of the line, and the work is
+    linear in its length (each cut looks at one window only)."""
+    start, n = 0, len(line)
+    while start < n:
+        while start < n and line[start].isspace():
+            start += 1
+        if start >= n:
+            return
+        end = _fit(line, start, max_tokens)
+        if end < n:
+            window = line[start:end]
+            floor = len(window) * 2 // 3
+            cut = max((m.end() for m in BREAK_AT_RE.finditer(window, floor)), default=-1)
+            if cut < 0:
+                cut = window.rfind(" ", floor) + 1 or -1
+            if cut > 0:
+                end = start + cut
+        piece = line[start:end].rstrip()
+        if piece:
+            yield line_no, line_no, piece
+        start = end
 
 
-def _cut_point(text: str, max_tokens: int) -> int:
-    """Largest prefix length whose estimate fits (binary search)."""
-    lo, hi = 1, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[:mid]) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    # Prefer to cut at a space if one is near.
-    space = text.rfind(" ", max(lo - 40, 1), lo)
-    return space if space > 0 else lo
+def _fit(line: str, start: int, max_tokens: int) -> int:
+    """An end such that line[start:end] fits in ``max_tokens`` (estimated)."""
+    length = min(len(line) - start, max_tokens * 4)  # at most ~4 characters a token
+    while length > 1:
+        tokens = estimate_tokens(line[start:start + length])
+        if tokens <= max_tokens:
+            return start + length
+        length = max(1, min(length - 1, int(length * max_tokens / tokens * 0.95)))
+    return start + 1

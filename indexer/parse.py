@@ -92,6 +92,20 @@ def _han_share(text: str) -> float:
     return sum(1 for c in letters if "\u4e00" <= c <= "\u9fff") / len(letters)
 
 
+LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as editors, ``wc -l`` and agents count them: only ``\n``,
+    ``\r\n`` and ``\r`` end a line (``str.splitlines`` also splits on
+    U+2028, form feeds and other separators, which would shift every line
+    number after them)."""
+    lines = LINE_BREAK_RE.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def split_frontmatter(lines: list[str]) -> tuple[str | None, int]:
     """Return the raw YAML text and the 1-based first body line.
 
@@ -108,7 +122,7 @@ def split_frontmatter(lines: list[str]) -> tuple[str | None, int]:
 
 def parse_note(path: str, text: str) -> ParsedNote:
     """Parse one note; ``path`` is vault-relative with ``/`` separators."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     note = ParsedNote(path=path, title="", lines=lines, body_start=1)
     raw_fm, note.body_start = split_frontmatter(lines)
     if raw_fm is not None:
@@ -136,7 +150,21 @@ def parse_note(path: str, text: str) -> ParsedNote:
     return note
 
 
+# Frontmatter is a few fields; anything bigger or deeper is an attack or an
+# accident (YAML aliases can expand 300 bytes into gigabytes).
+MAX_FRONTMATTER_CHARS = 64 * 1024
+MAX_FRONTMATTER_NODES = 10_000
+MAX_FRONTMATTER_DEPTH = 20
+
+
+class _TooBig(ValueError):
+    pass
+
+
 def _load_yaml(raw: str, warnings: list[str]) -> dict:
+    if len(raw) > MAX_FRONTMATTER_CHARS:
+        warnings.append(f"frontmatter larger than {MAX_FRONTMATTER_CHARS // 1024} KB; ignored")
+        return {}
     try:
         data = frontmatter.YAMLHandler().load(raw)
     except yaml.YAMLError as exc:
@@ -153,16 +181,25 @@ def _load_yaml(raw: str, warnings: list[str]) -> dict:
     if not isinstance(data, dict):
         warnings.append("frontmatter is not a key: value mapping; ignored")
         return {}
-    return {str(k): _json_safe(v) for k, v in data.items()}
+    budget = [MAX_FRONTMATTER_NODES]
+    try:
+        return {str(k): _json_safe(v, budget, 1) for k, v in data.items()}
+    except (_TooBig, RecursionError):
+        warnings.append(f"frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels or expands to more than "
+                        f"{MAX_FRONTMATTER_NODES} values (YAML aliases?); ignored")
+        return {}
 
 
-def _json_safe(value):
+def _json_safe(value, budget: list[int], depth: int):
+    budget[0] -= 1
+    if budget[0] < 0 or depth > MAX_FRONTMATTER_DEPTH:
+        raise _TooBig()
     if isinstance(value, (dt.date, dt.datetime)):
         return value.isoformat()
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): _json_safe(v, budget, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
-        return [_json_safe(v) for v in value]
+        return [_json_safe(v, budget, depth + 1) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
@@ -235,9 +272,16 @@ def _note_date(meta: dict, path: str) -> str | None:
     return None
 
 
-def normalize_date(value: str) -> str | None:
-    """``2026-11-1 9:30`` → ``2026-11-01T09:30``; None when it is not a date."""
-    m = DATE_VALUE_RE.match(value)
+STRICT_DATE_RE = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2}))?\s*$")
+
+
+def normalize_date(value: str, strict: bool = False) -> str | None:
+    """``2026-11-1 9:30`` → ``2026-11-01T09:30``; None when it is not a date.
+
+    Frontmatter values may carry more after the date (seconds, a zone);
+    ``strict`` (for what a user types) accepts nothing else.
+    """
+    m = (STRICT_DATE_RE if strict else DATE_VALUE_RE).match(value)
     if not m:
         return None
     y, mo, d, hh, mm = m.groups()
@@ -247,6 +291,6 @@ def normalize_date(value: str) -> str | None:
         return None
     if hh is None:
         return day.isoformat()
-    if int(hh) > 23:
-        return day.isoformat()
+    if int(hh) > 23 or int(mm) > 59:
+        return None if strict else day.isoformat()
     return f"{day.isoformat()}T{int(hh):02d}:{mm}"

@@ -46,10 +46,11 @@ class IgnoreRules:
         self.path_globs: list[tuple[str, bool]] = []
         for glob in globs:
             dir_only = glob.endswith("/")
+            anchored = glob.startswith("/") or "/" in glob.strip("/")  # "/drafts": only at the root
             glob = glob.strip("/")
             if not glob:
                 continue
-            (self.path_globs if "/" in glob else self.name_globs).append((glob, dir_only))
+            (self.path_globs if anchored else self.name_globs).append((glob, dir_only))
 
     def skips(self, rel: str, is_dir: bool) -> bool:
         name = rel.rsplit("/", 1)[-1]
@@ -63,11 +64,11 @@ class IgnoreRules:
                 return True
         return False
 
-    def skips_path(self, rel: str) -> bool:
-        """Whether any component of a relative file path is skipped."""
+    def skips_path(self, rel: str, is_dir: bool = False) -> bool:
+        """Whether any component of a relative path is skipped."""
         parts = rel.split("/")
         for i in range(1, len(parts) + 1):
-            if self.skips("/".join(parts[:i]), is_dir=i < len(parts)):
+            if self.skips("/".join(parts[:i]), is_dir=is_dir or i < len(parts)):
                 return True
         return False
 
@@ -76,7 +77,8 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
     """Yield every Markdown file to index, one ``stat`` each.
 
     ``warn(path, message)`` hears about what was skipped for a reason the user
-    may not expect (a symlink out of the vault, a loop, an unreadable folder).
+    may not expect (a symlink out of the vault, a loop, an unreadable folder,
+    a file name that is not valid UTF-8).
     """
     warn = warn or (lambda path, message: None)
     rules = IgnoreRules(config.ignore, config.include_dot)
@@ -89,7 +91,21 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
         return
     seen_dirs = {(root_stat.st_dev, root_stat.st_ino)}
     stack: list[tuple[str, str]] = [(root, "")]
-    while stack:
+    # Symlinked folders are entered only after every real folder, so a link
+    # never claims a folder that is also reachable without it.
+    linked: list[tuple[str, str]] = []
+    while stack or linked:
+        if not stack:
+            path, rel = linked.pop(0)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen_dirs:
+                warn(rel, "folder already visited (symlink loop or duplicate link); skipped")
+                continue
+            seen_dirs.add((st.st_dev, st.st_ino))
+            stack.append((path, rel))
         dirpath, reldir = stack.pop()
         try:
             with os.scandir(dirpath) as it:
@@ -100,6 +116,10 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
         subdirs = []
         for entry in entries:
             rel = f"{reldir}/{entry.name}" if reldir else entry.name
+            if not _valid_utf8(entry.name):
+                warn(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                     "file name is not valid UTF-8; skipped (rename it to index it)")
+                continue
             try:
                 is_link = entry.is_symlink()
                 st = entry.stat(follow_symlinks=True)
@@ -110,9 +130,18 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
             is_dir = stat.S_ISDIR(st.st_mode)
             if rules.skips(rel, is_dir):
                 continue
-            if is_link and not _inside(os.path.realpath(entry.path), root_real):
-                warn(rel, "symlink points outside the vault; skipped")
-                continue
+            if is_link:
+                target = os.path.realpath(entry.path)
+                if not _inside(target, root_real):
+                    warn(rel, "symlink points outside the vault; skipped")
+                    continue
+                target_rel = os.path.relpath(target, root_real).replace(os.sep, "/")
+                if target_rel != "." and rules.skips_path(target_rel, is_dir):
+                    warn(rel, f"symlink points into a skipped path ({target_rel}); skipped")
+                    continue
+                if is_dir:
+                    linked.append((entry.path, rel))
+                    continue
             if is_dir:
                 key = (st.st_dev, st.st_ino)
                 if key in seen_dirs:
@@ -123,6 +152,14 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
             elif stat.S_ISREG(st.st_mode) and is_markdown(entry.name):
                 yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size)
         stack.extend(reversed(subdirs))
+
+
+def _valid_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _inside(path: str, root: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -70,7 +71,10 @@ def m002_chunks_fts(db) -> None:
 def m003_dictionary(db) -> None:
     # The vault's own names added to jieba, with the frequency each was given,
     # so queries segment exactly as the documents were.
-    db["dictionary"].create({"word": str, "freq": int}, pk="word", not_null={"freq"})
+    # ``settled`` turns 1 once chunks written before the word was added have
+    # been segmented again, so an interrupted sync finishes that next time.
+    db["dictionary"].create({"word": str, "freq": int, "settled": int}, pk="word", not_null={"freq"},
+                            defaults={"settled": 0})
 
 
 def m004_embeddings(db) -> None:
@@ -82,6 +86,28 @@ def m004_embeddings(db) -> None:
 
 MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@contextmanager
+def writer_lock(index_dir: Path):
+    """One writer per index at a time, across processes.
+
+    SQLite serialises single transactions; a sync is many (it plans from
+    what it read, then writes in batches), so two syncs at once would act on
+    stale plans. A second writer waits here for the first to finish.
+    """
+    Path(index_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(index_dir) / "write.lock", "a+") as fh:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks; rely on SQLite's
+            yield
+            return
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def db_path(index_dir: Path) -> Path:

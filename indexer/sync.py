@@ -141,6 +141,15 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         pending.append(_Pending(f, data_hash, note if keep else None, len(text)))
 
     segmenter.add_user_words(sorted(words))
+    if words:
+        # Stored before any chunk is written, so an interrupted run cannot
+        # leave chunks segmented with words the next run does not know.
+        stored = {w for (w,) in conn.execute("SELECT word FROM dictionary")}
+        fresh = [(w, f) for w, f in segmenter.user_words().items() if w not in stored]
+        _begin(conn)
+        conn.executemany("INSERT INTO dictionary (word, freq, settled) VALUES (?, ?, 0)", fresh)
+        conn.execute("COMMIT")
+        report.user_words_added = len(fresh)
 
     # Pass 2: chunk, segment and write in batches.
     written_ids: set[int] = set()
@@ -189,12 +198,10 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         conn.executemany("DELETE FROM skipped WHERE path = ?",
                          [(p,) for p in skipped_before if p not in on_disk])
         report.skipped += len(skips)
-        if segmenter.jieba_loaded:
-            stored = dict(conn.execute("SELECT word, freq FROM dictionary"))
-            fresh = {w: f for w, f in segmenter.user_words().items() if w not in stored}
-            conn.executemany("INSERT OR REPLACE INTO dictionary VALUES (?, ?)", fresh.items())
-            report.user_words_added = len(fresh)
-            report.resegmented = _resegment(conn, segmenter, list(fresh), written_ids)
+        unsettled = [w for (w,) in conn.execute("SELECT word FROM dictionary WHERE settled = 0")]
+        if unsettled:
+            report.resegmented = _resegment(conn, segmenter, unsettled, written_ids)
+            conn.execute("UPDATE dictionary SET settled = 1 WHERE settled = 0")
         set_meta(conn, "segmenter_version", Segmenter.version)
         set_meta(conn, "chunker_version", CHUNKER_VERSION)
         set_meta(conn, "vault", str(config.vault))

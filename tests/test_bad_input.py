@@ -123,3 +123,67 @@ def test_hostile_queries_through_the_index(messy, tmp_path, query):
     assert isinstance(response.results, list)
     if not response.results:
         assert response.warnings or query in ("C++", "foo-bar", "x:y", "NEAR(", "title:x", "AND", "数据库\x00索引")
+
+
+def test_file_name_that_is_not_utf8_is_skipped_with_a_warning(tmp_path):
+    v = tmp_path / "v"
+    write(v / "good.md", "# Good\npelican\n")
+    with open(os.path.join(os.fsencode(v), b"caf\xe9.md"), "wb") as fh:
+        fh.write(b"# x\nheron\n")
+    report = index(v, tmp_path / "i")
+    assert report.added == 1
+    assert ("caf\ufffd.md", "file name is not valid UTF-8; skipped (rename it to index it)") in report.warnings
+    assert top(v, tmp_path / "i", "pelican") == ["good.md"]
+
+
+def test_hostile_frontmatter_is_ignored_not_fatal(tmp_path):
+    v = tmp_path / "v"
+    write(v / "recursive.md", "---\na: &a [*a]\n---\n# R\nrecursive anchors and ibis\n")
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]" for i in range(7)]
+    write(v / "bomb.md", "---\n" + "\n".join(levels) + "\n---\n# B\nan alias bomb about storks\n")
+    report = index(v, tmp_path / "i")
+    assert report.added == 2
+    assert all("ignored" in m for _, m in report.warnings) and len(report.warnings) == 2
+    assert top(v, tmp_path / "i", "ibis") == ["recursive.md"]
+    assert top(v, tmp_path / "i", "storks") == ["bomb.md"]
+    assert (tmp_path / "i" / "index.db").stat().st_size < 2_000_000
+
+
+def test_line_numbers_count_only_real_line_breaks(tmp_path):
+    v = tmp_path / "v"
+    text = "# T\nfirst\u2028still the first line\x0cand\x1cthis\r\nsecond\rthird\n\n## H\nthe target line\n"
+    write(v / "n.md", text)
+    index(v, tmp_path / "i")
+    with Index.open(v, tmp_path / "i") as idx:
+        r = idx.search("target", mode="fts").results[0]
+        assert (r.start_line, r.end_line) == (6, 7)
+        assert idx.get("n.md", 7, 7).text == "the target line"
+        assert idx.get("n.md").total_lines == 7
+
+
+def test_pasted_base64_image_is_elided_and_fast(tmp_path):
+    import base64
+    import time
+
+    v = tmp_path / "v"
+    blob = base64.b64encode(os.urandom(1_500_000)).decode()
+    write(v / "img.md", f"# Screenshot\n\nbefore the image, cormorant\n\n![](data:image/png;base64,{blob})\n\nafter\n")
+    t0 = time.perf_counter()
+    index(v, tmp_path / "i")
+    assert time.perf_counter() - t0 < 20
+    with Index.open(v, tmp_path / "i") as idx:
+        assert idx.status().chunks == 1
+        r = idx.search("cormorant").results[0]
+        assert r.end_line == 7 and len(r.snippet) < 400
+        assert idx.conn.execute("SELECT length(text) FROM chunks").fetchone()[0] < 200
+
+
+def test_undecodable_filter_arguments_are_handled(cli):
+    cli("index", "--no-embed")
+    for args in (["--path", "\udcff"], ["--tag", "caf\udce9"]):
+        r = cli("search", "数据库", "--json", *args)
+        assert r.code == 0, r
+        assert r.json()["results"] == []
+    r = cli("search", "--json", "bad\udcffquery")
+    assert r.code == 0 and r.json()["query"] == "bad\ufffdquery"

@@ -29,6 +29,12 @@ def test_no_hits_is_success_and_hostile_queries_are_text(cli):
     assert cli("search", "--json", "--", "*").json()["warnings"] == ["query has no searchable words"]
 
 
+def test_explain_prints_the_query_even_without_hits(cli):
+    cli("index", "--no-embed")
+    r = cli("search", "zebrafish", "--explain")
+    assert r.code == 0 and "no results" in r.out and 'FTS MATCH: "zebrafish"' in r.out
+
+
 def test_terminal_output_lists_path_lines_and_snippet(cli):
     cli("index", "--no-embed")
     r = cli("search", "covering index", "-n", "1")
@@ -64,6 +70,11 @@ def test_get_whole_note_and_line_ranges(cli, vault):
     assert cli("get", "Home").out.startswith("---\ntitle: Home")  # .md may be left out
     r = cli("get", "Home.md:999")
     assert r.code == 1 and "past the end" in r.err
+    for bad in ("Home.md:0", "Home.md:5-2"):
+        r = cli("get", bad)
+        assert r.code == 2 and "bad line range" in r.err, r
+    r = cli("get", ".archive/old-plan.md")
+    assert r.code == 1 and "not served" in r.err and "zebrafish" not in r.out
 
 
 def test_get_refuses_paths_outside_the_vault(cli, vault, tmp_path):

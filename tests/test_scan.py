@@ -78,3 +78,34 @@ def test_broken_symlink_is_reported_not_fatal(tmp_path):
     found, warnings = paths(v, tmp_path / "i")
     assert found == ["ok.md"]
     assert ("broken.md", "broken symlink skipped") in warnings
+
+
+def test_symlink_into_a_dot_folder_or_ignored_path_is_not_followed(tmp_path):
+    v = tmp_path / "v"
+    write(v / ".archive/secret.md", "archived")
+    write(v / "drafts/d.md", "draft")
+    write(v / "notes/real.md", "x")
+    os.symlink(v / ".archive/secret.md", v / "notes/link.md")
+    os.symlink(v / ".archive", v / "notes/archive-link")
+    os.symlink(v / "drafts", v / "notes/drafts-link")
+    found, warnings = paths(v, tmp_path / "i", ignore=["drafts/"])
+    assert found == ["notes/real.md"]
+    assert sum("skipped path" in m for _, m in warnings) == 3
+
+
+def test_a_link_never_hides_the_real_folder(tmp_path):
+    v = tmp_path / "v"
+    write(v / "C/D/real.md", "x")
+    (v / "A/sub").mkdir(parents=True)
+    os.symlink(v / "C/D", v / "A/sub/link")   # found before C/D in a depth-first walk
+    found, warnings = paths(v, tmp_path / "i")
+    assert found == ["C/D/real.md"]
+    assert warnings == [("A/sub/link", "folder already visited (symlink loop or duplicate link); skipped")]
+
+
+def test_leading_slash_anchors_a_glob_at_the_root(tmp_path):
+    v = tmp_path / "v"
+    write(v / "drafts/a.md", "x")
+    write(v / "sub/drafts/b.md", "x")
+    found, _ = paths(v, tmp_path / "i", ignore=["/drafts"])
+    assert found == ["sub/drafts/b.md"]

@@ -144,3 +144,45 @@ def test_explain_shows_the_fts_query_and_ranks(idx):
     assert response.explain["fts_match"].startswith('"c++"')
     assert response.explain["ranks"][0]["fts_rank"] == 1
     assert "explain" in response.to_dict()
+
+
+def test_snippets_show_the_matched_word_in_any_of_its_forms(tmp_path):
+    vault = tmp_path / "v"
+    filler = "Unrelated filler sentence about nothing in particular. " * 12
+    write(vault / "a.md", f"# A\n\n{filler}\n\nThis study measured sleep in owls.\n")
+    write(vault / "b.md", f"# B\n\n{filler}\n\nUn café noir à Paris.\n")
+    write(vault / "c.md", f"# C\n\n{filler}\n\n型号 ＸＹＺ１２３ 的说明。\n")
+    with Index.open(vault, tmp_path / "i", create=True) as idx:
+        idx.sync(embed=False)
+        for query, path, shown in [("studies", "a.md", "study"), ("cafe", "b.md", "café"),
+                                   ("xyz123", "c.md", "ＸＹＺ１２３")]:
+            r = idx.search(query).results[0]
+            assert r.path == path and shown in r.snippet, (query, r.snippet)
+
+
+def test_folder_filter_is_case_sensitive(tmp_path):
+    vault = tmp_path / "v"
+    write(vault / "Notes/a.md", "# A\nheron\n")
+    write(vault / "notes/b.md", "# B\nheron\n")
+    with Index.open(vault, tmp_path / "i", create=True) as idx:
+        idx.sync(embed=False)
+        assert paths(idx, "heron", path="notes") == ["notes/b.md"]
+        assert paths(idx, "heron", path="Notes") == ["Notes/a.md"]
+
+
+def test_dates_given_by_the_user_must_be_exact(idx):
+    from vault_search.filters import FilterError
+
+    for bad in ["2026-11-01x", "2026-11-01 09:99", "2026-13-01", "01/11/2026"]:
+        with pytest.raises(FilterError):
+            idx.search("x", after=bad)
+    assert paths(idx, "reading", after="2026-11-01T15:00", before="2026-11-01 23:59") == ["memory/2026-11-01.md"]
+
+
+def test_scores_of_very_common_words_are_not_rounded_to_zero(tmp_path):
+    vault = tmp_path / "v"
+    for i in range(6):
+        write(vault / f"n{i}.md", f"# N{i}\ncommon word here, note {i}\n")
+    with Index.open(vault, tmp_path / "i", create=True) as idx:
+        idx.sync(embed=False)
+        assert all(r.score != 0 for r in idx.search("common").results)

@@ -1,6 +1,8 @@
 import os
 import sqlite3
 
+import pytest
+
 from indexer.segment import Segmenter
 from indexer.store import get_meta, set_meta
 from vault_search import Index
@@ -109,3 +111,60 @@ def test_wal_mode_and_schema_recorded(vault, index_dir):
         assert names == ["m001_notes", "m002_chunks_fts", "m003_dictionary", "m004_embeddings"]
         meta = dict(conn.execute("SELECT key, value FROM meta"))
         assert meta["schema_version"] == "4" and meta["segmenter_version"] == Segmenter.version
+
+
+def test_two_index_processes_at_once_serialise(vault, index_dir):
+    import subprocess
+
+    from conftest import CLI
+
+    cmd = [str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "index", "--no-embed"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    added = sorted(int(out.split(": ")[1].split(" added")[0]) for out, _ in outs)
+    assert added == [0, 0, 19]
+    with sqlite3.connect(index_dir / "index.db") as conn:
+        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (19,)
+
+
+def test_an_index_belongs_to_one_vault(vault, index_dir, tmp_path):
+    from indexer.errors import VaultSearchError
+
+    sync(vault, index_dir)
+    other = tmp_path / "other"
+    write(other / "x.md", "# X\nother vault\n")
+    with pytest.raises(VaultSearchError, match="belongs to the vault"):
+        Index.open(other, index_dir)
+    with pytest.raises(VaultSearchError, match="belongs to the vault"):
+        Index.open(other, index_dir, create=True)
+    with Index.open(other, index_dir, rebuild=True) as idx:
+        assert idx.sync(embed=False).added == 1
+
+
+def test_interrupted_sync_keeps_the_vault_dictionary(tmp_path):
+    v = tmp_path / "v"
+    names = ["琉璃光塔", "青鸾计划", "白鹭洲行动"] + [f"星河{'一二三四五六七八九'[i % 9]}号{'甲乙丙丁'[i % 4]}" for i in range(400)]
+    for i, name in enumerate(names):
+        write(v / f"n{i:03d}.md", f"---\ntitle: {name}\n---\n关于{name}的记录，另见{names[(i + 1) % len(names)]}。\n")
+
+    class Stop(Exception):
+        pass
+
+    def stop_in_second_pass(done, total):
+        if done > total // 2 + 250:   # pass 2, after its first batch committed
+            raise Stop()
+
+    with Index.open(v, tmp_path / "i", create=True) as idx:
+        with pytest.raises(Stop):
+            idx.sync(progress=stop_in_second_pass, embed=False)
+        idx.sync(embed=False)
+        words = {w for (w,) in idx.conn.execute("SELECT word FROM dictionary")}
+    with Index.open(v, tmp_path / "clean", create=True) as idx:
+        idx.sync(embed=False)
+        clean = {w for (w,) in idx.conn.execute("SELECT word FROM dictionary")}
+        clean_tokens = idx.conn.execute("SELECT body FROM chunks_fts ORDER BY rowid").fetchall()
+    assert words == clean and "琉璃光塔" in words
+    with sqlite3.connect(tmp_path / "i" / "index.db") as conn:
+        assert conn.execute("SELECT count(*) FROM dictionary WHERE settled = 0").fetchone() == (0,)
+        assert sorted(conn.execute("SELECT body FROM chunks_fts").fetchall()) == sorted(clean_tokens)

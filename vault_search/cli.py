@@ -20,11 +20,11 @@ class _Group(click.Group):
 
     def invoke(self, ctx):
         from .filters import FilterError
-        from .index import UnsupportedModeError
+        from .index import UnsupportedModeError, UsageValueError
 
         try:
             return super().invoke(ctx)
-        except (FilterError, UnsupportedModeError) as exc:
+        except (FilterError, UnsupportedModeError, UsageValueError) as exc:
             raise click.UsageError(str(exc), ctx) from None
         except VaultSearchError as exc:
             click.echo(f"error: {exc}", err=True)

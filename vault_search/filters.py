@@ -26,6 +26,8 @@ class SearchFilters:
 
     @classmethod
     def build(cls, tags=(), path=None, after=None, before=None) -> "SearchFilters":
+        tags = [clean_text(t) for t in tags]
+        path = clean_text(path) if path else path
         clean_tags = tuple(t.strip().lstrip("#").strip("/").casefold() for t in tags if t and t.strip("#/ "))
         folder = None
         if path:
@@ -44,10 +46,14 @@ class SearchFilters:
                          "AND (nt.tag = ? OR nt.tag LIKE ? ESCAPE '\\'))")
             params += [tag, _like_escape(tag) + "/%"]
         if self.path:
-            where.append("(n.path = ? OR n.path LIKE ? ESCAPE '\\')")
-            params += [self.path, _like_escape(self.path) + "/%"]
+            # substr, not LIKE: LIKE ignores ASCII case, and Notes/ and notes/
+            # are two folders on most file systems.
+            where.append("(n.path = ? OR substr(n.path, 1, ?) = ?)")
+            params += [self.path, len(self.path) + 1, self.path + "/"]
+        # Compared at the coarser of the two precisions, so a note dated by
+        # day counts as that whole day (after 09:30 that day includes it).
         if self.after:
-            where.append(f"{NOTE_DATE_SQL} >= ?")
+            where.append(f"{NOTE_DATE_SQL} >= substr(?, 1, length({NOTE_DATE_SQL}))")
             params.append(self.after)
         if self.before:
             where.append(f"substr({NOTE_DATE_SQL}, 1, ?) <= ?")
@@ -58,10 +64,22 @@ class SearchFilters:
         return bool(self.tags or self.path or self.after or self.before)
 
 
+def clean_text(text: str) -> str:
+    """Lone surrogates (undecodable bytes in argv) become U+FFFD, so user
+    text can always be encoded, stored and printed."""
+    if not text:
+        return text
+    try:  # bytes from argv that were not UTF-8 arrive as U+DC80..U+DCFF
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
+
+
 def _date_arg(option: str, value: str | None) -> str | None:
     if value is None or value == "":
         return None
-    iso = normalize_date(value)
+    iso = normalize_date(value, strict=True)
     if iso is None:
         raise FilterError(f"{option} expects a date like 2026-11-01 or '2026-11-01 09:30', got {value!r}")
     return iso

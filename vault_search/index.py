@@ -19,12 +19,12 @@ import indexer
 from indexer.config import VaultConfig, load_config
 from indexer.errors import (IndexCorruptError, IndexVersionError, NoteNotFoundError,
                             PathOutsideVaultError, VaultSearchError)
-from indexer.parse import BinaryNoteError, decode_note
-from indexer.scan import is_markdown
-from indexer.store import DB_NAME, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta
+from indexer.parse import BinaryNoteError, decode_note, split_lines
+from indexer.scan import IgnoreRules, is_markdown
+from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
 
-from .filters import SearchFilters
+from .filters import SearchFilters, clean_text
 from .fusion import RRF_K, Fused, rrf
 from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits
 from .query import MAX_QUERY_CHARS, fts_query
@@ -41,6 +41,14 @@ DEFAULT_WEIGHTS = {"fts": 1.0, "vector": 1.0}
 
 class UnsupportedModeError(VaultSearchError):
     """A search mode this index cannot serve."""
+
+
+class VaultMismatchError(VaultSearchError):
+    """The index was built for another vault."""
+
+
+class UsageValueError(VaultSearchError):
+    """A value the user gave is malformed (the CLI exits 2)."""
 
 
 class Index:
@@ -74,13 +82,25 @@ class Index:
                     raise VaultSearchError(f"cannot remove {path}{suffix}: {exc.strerror}") from None
         conn = connect(path, create=create or rebuild)
         idx = cls(config, conn, embedder)
-        if not (create or rebuild):
-            try:
+        try:
+            if not (create or rebuild):
                 check_schema(conn)
-            except BaseException:
-                conn.close()
-                raise
+            idx._check_vault()
+        except BaseException:
+            conn.close()
+            raise
         return idx
+
+    def _check_vault(self) -> None:
+        """An index serves the vault it was built from, never another one."""
+        try:
+            recorded = get_meta(self.conn, "vault")
+        except sqlite3.OperationalError:  # a new, empty db
+            return
+        if recorded and recorded != str(self.config.vault):
+            raise VaultMismatchError(
+                f"the index at {self.config.index_dir} belongs to the vault {recorded}, not {self.config.vault}; "
+                "use another --index-dir (or unset VAULT_SEARCH_INDEX_DIR), or `vault-search index --rebuild`")
 
     def close(self) -> None:
         self.conn.close()
@@ -109,17 +129,22 @@ class Index:
         is rewritten. ``embed_limit`` stops after that many passages.
         """
         try:
-            migrate(self.conn)
-            report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force)
-            if embed:
-                from indexer.vectors import embedding_pass
-
-                embedder = self._embedder_for_writing(model)
-                report.embedding = embedding_pass(self.conn, self.config.index_dir, embedder,
-                                                  embed_progress, embed_limit)
-                self._vectors = None
+            with writer_lock(self.config.index_dir):
+                return self._sync(progress, force, embed, model, embed_progress, embed_limit)
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
+
+    def _sync(self, progress, force, embed, model, embed_progress, embed_limit) -> SyncReport:
+        migrate(self.conn)
+        self._check_vault()  # another writer may have rebuilt it for another vault meanwhile
+        report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force)
+        if embed:
+            from indexer.vectors import embedding_pass
+
+            embedder = self._embedder_for_writing(model)
+            report.embedding = embedding_pass(self.conn, self.config.index_dir, embedder,
+                                              embed_progress, embed_limit)
+            self._vectors = None
         return report
 
     def _embedder_for_writing(self, model: str | None):
@@ -151,7 +176,7 @@ class Index:
         ``weights``, ``rrf_k`` and ``depth`` tune the fusion (see ``fusion.py``).
         """
         t0 = time.perf_counter()
-        query = query or ""
+        query = clean_text(query or "")
         if mode is not None and mode not in MODES:
             raise UnsupportedModeError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         limit = max(1, min(int(limit), MAX_LIMIT))
@@ -188,7 +213,7 @@ class Index:
                 "ranks": [{"path": r.path,
                            "fts_rank": f.ranks.get("fts"), "fts_score": _round(f.scores.get("fts")),
                            "vector_rank": f.ranks.get("vector"), "vector_score": _round(f.scores.get("vector")),
-                           "fused_score": round(f.score, 6)}
+                           "fused_score": _round(f.score)}
                           for r, f in zip(results, fused)],
             }
         response.took_ms = round((time.perf_counter() - t0) * 1000, 2)
@@ -220,7 +245,7 @@ class Index:
         for f in fused:
             path, title, tags, heading, start, end, text = rows[f.chunk_id]
             scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")))
-            score = {"fts": scores.fts, "vector": scores.vector}.get(mode, round(f.score, 6))
+            score = {"fts": scores.fts, "vector": scores.vector}.get(mode, _round(f.score))
             results.append(SearchResult(
                 path=path, title=title, heading=heading, start_line=start, end_line=end,
                 snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,
@@ -283,11 +308,12 @@ class Index:
             raise VaultSearchError(f"{path}: {exc}") from None
         except OSError as exc:
             raise NoteNotFoundError(f"{path}: cannot read ({exc.strerror})") from None
-        lines = text.splitlines()
+        lines = split_lines(text)
         total = len(lines)
         first = 1 if start is None else start
         if first < 1 or (end is not None and end < first):
-            raise VaultSearchError(f"bad line range {first}-{end}; lines are numbered from 1 and END >= START")
+            shown = f"{first}-{end}" if end is not None else str(first)
+            raise UsageValueError(f"bad line range {shown}: lines are numbered from 1, and END must be >= START")
         if first > max(total, 1):
             raise VaultSearchError(f"{path} has {total} lines; line {first} is past the end")
         last = total if end is None else min(end, total)
@@ -311,6 +337,9 @@ class Index:
             raise NoteNotFoundError(f"{path}: no such note in the vault")
         if not is_markdown(real):
             raise VaultSearchError(f"{path}: not a Markdown note; only .md files can be read")
+        rel = os.path.relpath(real, vault).replace(os.sep, "/")
+        if IgnoreRules(self.config.ignore, self.config.include_dot).skips_path(rel):
+            raise NoteNotFoundError(f"{path}: in a folder vault-search skips ({rel}); it is not served")
         return real
 
     def _vector_status(self) -> dict:
@@ -363,8 +392,10 @@ def _vector_status_fields(conn, index_dir) -> dict:
     return out
 
 
-def _round(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(value, digits)
+def _round(value: float | None) -> float | None:
+    """Six significant digits: BM25 scores of very common words are tiny
+    (FTS5 floors their IDF), and rounding to decimals would show 0."""
+    return None if value is None else float(f"{value:.6g}")
 
 
 def _without_heading_line(text: str) -> str:
@@ -378,6 +409,8 @@ def _without_heading_line(text: str) -> str:
 
 def _db_error(exc: sqlite3.DatabaseError, config: VaultConfig) -> VaultSearchError:
     text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return VaultSearchError(f"the index changed under this run ({text}); run `vault-search index` again")
     if "locked" in text or "busy" in text:
         return VaultSearchError(f"the index is busy ({text}); another process is writing, try again")
     if "readonly" in text or "read-only" in text:

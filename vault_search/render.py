@@ -25,7 +25,6 @@ def render_search(response: SearchResponse) -> str:
         lines.append(click.style(f"warning: {warning}", fg="red"))
     if not response.results:
         lines.append(f"no results for {response.query!r} ({response.mode}, {response.took_ms:.0f} ms)")
-        return "\n".join(lines)
     for i, r in enumerate(response.results, 1):
         where = f"{r.path}:{r.start_line}-{r.end_line}"
         lines.append(f"{click.style(f'{i:>2}.', dim=True)} {click.style(r.title, bold=True)}  "
@@ -37,8 +36,9 @@ def render_search(response: SearchResponse) -> str:
             lines.append(f"    {highlight(r.snippet, response.terms)}")
         if r.tags:
             lines.append("    " + click.style(" ".join("#" + t for t in r.tags[:8]), fg="magenta"))
-    lines.append(click.style(f"{len(response.results)} results ({response.mode}, {response.took_ms:.0f} ms)",
-                             dim=True))
+    if response.results:
+        lines.append(click.style(f"{len(response.results)} results ({response.mode}, {response.took_ms:.0f} ms)",
+                                 dim=True))
     if response.explain:
         ex = response.explain
         lines.append(click.style(f"FTS MATCH: {ex['fts_match']}", dim=True))

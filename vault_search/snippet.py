@@ -2,57 +2,112 @@
 
 FTS5's ``snippet()`` would show the segmented tokens (spaces between Chinese
 words, stems); users and agents need the note's real text, so the window is
-chosen here over the raw chunk.
+chosen here over the raw chunk. Matching folds case, width (ＡＢＣ) and
+accents (café) the way the index does, and accepts other endings of an
+English word, since the index matched it through a stemmer.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from functools import lru_cache
 
 SNIPPET_CHARS = 220
 MAX_MATCHES = 400
-_SUFFIXES = ("ing", "ed", "es", "ly", "s")
+_SUFFIXES = ("ies", "ing", "ed", "es", "ly", "er", "s")
 _WS_RE = re.compile(r"\s+")
 _BOUNDARY_RE = re.compile(r"[\s。，、；：！？,;:]+")
 
 
+def _prefixes(term: str) -> set[str]:
+    """Prefixes that cover the forms a stemmer merges (studies/study, running/run)."""
+    out = {term}
+    for suffix in _SUFFIXES:
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+            stem = term[: -len(suffix)]
+            out.add(stem)
+            if len(stem) > 3 and stem[-1] == stem[-2]:
+                out.add(stem[:-1])            # running -> runn -> run
+            if suffix == "ies":
+                out.add(stem + "y")
+            break
+    if len(term) >= 5 and term[-1] in "ey":
+        out.add(term[:-1])                    # study -> stud(ies), make -> mak(ing)
+    return out
+
+
 def term_pattern(terms: list[str]) -> re.Pattern | None:
-    """One regex for all query terms; Latin words match any ending (stems)."""
-    alts = []
-    for term in sorted(set(terms), key=len, reverse=True):
+    """One regex (over folded text) for all query terms."""
+    alts = set()
+    for term in set(terms):
         if term.isascii() and term.isalpha():
-            stem = term
-            for suffix in _SUFFIXES:
-                if len(term) - len(suffix) >= 3 and term.endswith(suffix):
-                    stem = term[: -len(suffix)]
-                    break
-            alts.append(rf"(?<![^\W_]){re.escape(stem)}[^\W_]*")
+            alts |= {rf"(?<![^\W_]){re.escape(p)}[^\W_]*" for p in _prefixes(term)}
         elif term.isascii():
-            alts.append(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])")
-        else:
-            alts.append(re.escape(term))
+            alts.add(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])")
+        elif term:
+            alts.add(re.escape(term))
     if not alts:
         return None
-    return re.compile("|".join(alts), re.IGNORECASE)
+    return re.compile("|".join(sorted(alts, key=len, reverse=True)))
+
+
+@lru_cache(maxsize=4096)
+def _fold_char(ch: str) -> str:
+    folded = unicodedata.normalize("NFKC", ch)
+    folded = "".join(c for c in unicodedata.normalize("NFD", folded) if not unicodedata.combining(c))
+    return folded.lower() or ch
+
+
+def fold(text: str) -> tuple[str, list[int] | None]:
+    """Text folded as the index folds it, and the raw index of each folded
+    character (None when folding kept every position)."""
+    if text.isascii():
+        return text.lower(), None
+    table = {ord(c): _fold_char(c) for c in set(text) if not c.isascii()}
+    if all(len(v) == 1 for v in table.values()):
+        # Every character folds to one: positions are unchanged (fast path).
+        return text.translate(table).lower(), None
+    out, index = [], []
+    for i, ch in enumerate(text):
+        f = ch.lower() if ch.isascii() else _fold_char(ch)
+        out.append(f)
+        index.extend([i] * len(f))
+    return "".join(out), index
+
+
+def find_terms(text: str, terms: list[str]) -> list[tuple[int, int, str]]:
+    """(start, end, folded match) of each term occurrence, in raw offsets."""
+    pattern = term_pattern(terms)
+    if pattern is None:
+        return []
+    folded, index = fold(text)
+    out = []
+    for m in pattern.finditer(folded):
+        if index is None:
+            out.append((m.start(), m.end(), m.group(0)))
+        else:
+            out.append((index[m.start()], index[m.end() - 1] + 1, m.group(0)))
+        if len(out) >= MAX_MATCHES:
+            break
+    return out
 
 
 def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
     """The window of ``text`` that shows the most distinct query terms."""
-    pattern = term_pattern(terms)
-    matches = list(pattern.finditer(text)) if pattern else []
-    matches = matches[:MAX_MATCHES]
+    matches = find_terms(text, terms)
     if not matches:
         return _clip(text, 0, width)
-    best_start, best_count = matches[0].start(), 0
-    for i, m in enumerate(matches):
+    best_start, best_count = matches[0][0], 0
+    for i, (start, _, _) in enumerate(matches):
         seen = set()
-        for other in matches[i:]:
-            if other.end() - m.start() > width:
+        for other_start, other_end, word in matches[i:]:
+            if other_end - start > width:
                 break
-            seen.add(other.group(0).lower())
+            seen.add(word)
         if len(seen) > best_count:
-            best_start, best_count = m.start(), len(seen)
-    # Start a little before the first match, at a word or line boundary.
+            best_start, best_count = start, len(seen)
+    # Start a little before the first match, at a word or clause boundary.
     start = max(0, best_start - width // 5)
     if start > 0:
         boundary = _BOUNDARY_RE.search(text, start, best_start)
@@ -70,5 +125,4 @@ def _clip(text: str, start: int, width: int) -> str:
 
 
 def highlight_spans(snippet: str, terms: list[str]) -> list[tuple[int, int]]:
-    pattern = term_pattern(terms)
-    return [m.span() for m in pattern.finditer(snippet)] if pattern else []
+    return [(s, e) for s, e, _ in find_terms(snippet, terms)]
