@@ -173,7 +173,9 @@ def test_explain_shows_both_ranks_and_the_fused_score(vault, index_dir):
         response = idx.search("SQLite WAL 模式", explain=True)
     row = response.explain["ranks"][0]
     assert row["fts_rank"] == 1 and row["vector_rank"] >= 1
-    assert row["fused_score"] == pytest.approx(1 / 61 + 1 / (60 + row["vector_rank"]), rel=1e-4)
+    k, w = response.explain["rrf_k"], response.explain["weights"]
+    assert response.explain["term_coverage"] == 1.0 and w == {"fts": 1.0, "vector": 1.0}
+    assert row["fused_score"] == pytest.approx(1 / (k + 1) + 1 / (k + row["vector_rank"]), rel=1e-4)
     assert response.results[0].score == pytest.approx(row["fused_score"], rel=1e-4)
 
 
@@ -219,6 +221,15 @@ def test_query_embedder_with_another_fingerprint_is_an_error(vault, index_dir):
     with Index.open(vault, index_dir, embedder=HashEmbedder(32)) as idx:
         with pytest.raises(VaultSearchError, match="run `vault-search index`"):
             idx.search("tea", mode="vector")
+
+
+def test_keyword_weight_falls_with_query_word_coverage(vault, index_dir):
+    with open_index(vault, index_dir) as idx:
+        idx.sync()
+        same = idx.search("SQLite WAL 模式", explain=True).explain
+        foreign = idx.search("Qué significa la palabra escritura", explain=True).explain
+    assert same["term_coverage"] == 1.0 and same["weights"]["fts"] == 1.0
+    assert foreign["term_coverage"] < 0.3 and foreign["weights"]["fts"] < 0.1
 
 
 def test_rrf_is_weighted_reciprocal_rank_over_notes():

@@ -6,10 +6,23 @@ from dataclasses import dataclass, field
 
 from .keyword import ChunkHit
 
-# Rank constant of Cormack, Clarke & Büttcher (SIGIR 2009); larger values
-# flatten the difference between top ranks. See README "Hybrid" for the
-# measurements behind the defaults used by ``Index.search``.
-RRF_K = 60
+# Rank constant (Cormack, Clarke & Büttcher, SIGIR 2009, use 60); larger
+# values flatten the difference between top ranks. 10 measured best on the
+# shared xquad runs (zh, en, en->zh, zh->en; benchmarks/tune_fusion.py),
+# 60 within 0.002 nDCG@10 of it: README "Hybrid".
+RRF_K = 10
+# Notes each retriever contributes to the fusion (50 and 100 measured equal).
+FUSION_DEPTH = 50
+
+
+def keyword_weight(coverage: float, base: float = 1.0) -> float:
+    """The keyword list's RRF weight: its base weight times the square of the
+    share of query words found in the index. Same-language queries keep ~1;
+    a question in another language than the notes (coverage 0.03-0.3)
+    leaves ranking to the vectors. Measured against fixed weights 0.3-1.0
+    with benchmarks/tune_fusion.py: the only setting better than both halves
+    on all four xquad runs."""
+    return base * coverage ** 2
 
 
 @dataclass

@@ -25,17 +25,16 @@ from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, co
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
 
 from .filters import SearchFilters, clean_text
-from .fusion import RRF_K, Fused, rrf
-from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits
+from .fusion import FUSION_DEPTH, RRF_K, Fused, keyword_weight, rrf
+from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits, term_coverage
 from .query import MAX_QUERY_CHARS, fts_query
 from .results import IndexStatus, NoteText, Scores, SearchResponse, SearchResult
 from .snippet import make_snippet
 
 MODES = ("hybrid", "fts", "vector")
 MAX_LIMIT = 1000
-# Hybrid defaults: each retriever contributes its best HYBRID_DEPTH notes to
-# the fusion, with these weights (chosen on the shared sets: README "Hybrid").
-HYBRID_DEPTH = 50
+# Base weights of the two lists in the hybrid; the keyword weight is further
+# scaled by query-word coverage (fusion.keyword_weight).
 DEFAULT_WEIGHTS = {"fts": 1.0, "vector": 1.0}
 
 
@@ -190,14 +189,19 @@ class Index:
                     "run `vault-search index` (without --no-embed), or use --mode fts")
             fq = fts_query(query, self.segmenter)
             warnings = list(fq.warnings)
-            note_depth = max(limit, depth or HYBRID_DEPTH) if mode == "hybrid" else limit
+            note_depth = max(limit, depth or FUSION_DEPTH) if mode == "hybrid" else limit
             chunk_depth = max(MIN_CHUNK_DEPTH, note_depth * CHUNKS_PER_RESULT)
             lists: dict[str, list[ChunkHit]] = {}
             if mode in ("fts", "hybrid"):
                 lists["fts"] = best_per_note(keyword_hits(self.conn, fq.match, filters, chunk_depth), note_depth)
             if mode in ("vector", "hybrid") and fq.terms:
                 lists["vector"] = self._vector_list(query, filters, chunk_depth, note_depth, warnings)
-            fused = rrf(lists, {**DEFAULT_WEIGHTS, **(weights or {})}, rrf_k or RRF_K)[:limit]
+            used_weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+            coverage = None
+            if mode == "hybrid" and not (weights and "fts" in weights):
+                coverage = term_coverage(self.conn, fq.terms)
+                used_weights["fts"] = keyword_weight(coverage, used_weights["fts"])
+            fused = rrf(lists, used_weights, rrf_k or RRF_K)[:limit]
             results = self._results(fused, fq.terms, mode)
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
@@ -209,7 +213,8 @@ class Index:
                 "terms": fq.terms,
                 "filters": filters.sql()[0] if filters else None,
                 "rrf_k": rrf_k or RRF_K,
-                "weights": {**DEFAULT_WEIGHTS, **(weights or {})},
+                "weights": {k: round(v, 4) for k, v in used_weights.items()},
+                "term_coverage": None if coverage is None else round(coverage, 4),
                 "ranks": [{"path": r.path,
                            "fts_rank": f.ranks.get("fts"), "fts_score": _round(f.scores.get("fts")),
                            "vector_rank": f.ranks.get("vector"), "vector_score": _round(f.scores.get("vector")),

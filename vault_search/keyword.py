@@ -6,6 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from .filters import SearchFilters
+from .query import quote_term
 
 # BM25 column weights, in FTS column order (title, aliases, tags, headings,
 # body). A word in the title or an alias says more about what a note is than
@@ -40,6 +41,20 @@ def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, d
             ORDER BY bm LIMIT ?""",
         [match, *params, depth]).fetchall()
     return [ChunkHit(cid, nid, -bm, i + 1) for i, (cid, nid, bm) in enumerate(rows)]
+
+
+def term_coverage(conn: sqlite3.Connection, terms: list[str]) -> float:
+    """The share of the query's words that occur anywhere in the index.
+
+    Low when the query is in another language than the notes (an English
+    question over Chinese notes matches only names and digits): the hybrid
+    then trusts the keyword list less.
+    """
+    if not terms:
+        return 0.0
+    found = sum(1 for t in terms if conn.execute(
+        "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (quote_term(t),)).fetchone())
+    return found / len(terms)
 
 
 def best_per_note(hits: list[ChunkHit], limit: int) -> list[ChunkHit]:

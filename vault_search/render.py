@@ -43,7 +43,8 @@ def render_search(response: SearchResponse) -> str:
         ex = response.explain
         lines.append(click.style(f"FTS MATCH: {ex['fts_match']}", dim=True))
         if response.mode == "hybrid":
-            lines.append(click.style(f"RRF k={ex['rrf_k']}, weights {ex['weights']}", dim=True))
+            lines.append(click.style(f"RRF k={ex['rrf_k']}, weights {ex['weights']} "
+                                     f"(query words found in the index: {ex['term_coverage']})", dim=True))
         for row in ex["ranks"]:
             parts = []
             if row["fts_rank"] is not None:
