@@ -17,8 +17,8 @@ from pathlib import Path
 
 from vault_search.filters import SearchFilters
 from vault_search.fusion import rrf
-from vault_search.keyword import best_per_note, keyword_hits
-from vault_search.query import fts_query, quote_term
+from vault_search.keyword import best_per_note, keyword_hits, term_coverage
+from vault_search.query import fts_query
 
 from .beir import load_beir
 from .metrics import ndcg_at_k, recall_at_k
@@ -33,20 +33,12 @@ RUNS = [  # (name, split, doc_lang, query_lang, work folder)
 DEPTH = 100
 
 
-def coverage(idx, terms):
-    if not terms:
-        return 0.0
-    found = sum(1 for t in terms if idx.conn.execute(
-        "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (quote_term(t),)).fetchone())
-    return found / len(terms)
-
-
 def lists_for(idx, text):
     fq = fts_query(text, idx.segmenter)
     none = SearchFilters()
     fts = best_per_note(keyword_hits(idx.conn, fq.match, none, DEPTH * 20), DEPTH)
     vec = idx._vector_list(text, none, DEPTH * 20, DEPTH, []) if fq.terms else []
-    return fts, vec, coverage(idx, fq.terms)
+    return fts, vec, term_coverage(idx.conn, fq.terms)
 
 
 def main(argv=None) -> int:
