@@ -13,7 +13,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .config import VaultConfig
 
@@ -73,24 +73,28 @@ class IgnoreRules:
         return False
 
 
-def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = None) -> Iterator[ScannedFile]:
+def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = None,
+               start: str = "") -> Iterator[ScannedFile]:
     """Yield every Markdown file to index, one ``stat`` each.
 
     ``warn(path, message)`` hears about what was skipped for a reason the user
     may not expect (a symlink out of the vault, a loop, an unreadable folder,
-    a file name that is not valid UTF-8).
+    a file name that is not valid UTF-8). ``start`` limits the walk to one
+    vault-relative folder.
     """
     warn = warn or (lambda path, message: None)
     rules = IgnoreRules(config.ignore, config.include_dot)
     root = str(config.vault)
     root_real = os.path.realpath(root)
+    top = os.path.join(root, start) if start else root
     try:
-        root_stat = os.stat(root)
+        root_stat = os.stat(top)
     except OSError as exc:
-        warn("", f"cannot read the vault folder: {exc.strerror}")
+        if not start:
+            warn("", f"cannot read the vault folder: {exc.strerror}")
         return
     seen_dirs = {(root_stat.st_dev, root_stat.st_ino)}
-    stack: list[tuple[str, str]] = [(root, "")]
+    stack: list[tuple[str, str]] = [(top, start)]
     # Symlinked folders are entered only after every real folder, so a link
     # never claims a folder that is also reachable without it.
     linked: list[tuple[str, str]] = []
@@ -152,6 +156,35 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
             elif stat.S_ISREG(st.st_mode) and is_markdown(entry.name):
                 yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size)
         stack.extend(reversed(subdirs))
+
+
+def scan_paths(config: VaultConfig, paths: Iterable[str],
+               warn: Callable[[str, str], None] | None = None) -> Iterator[ScannedFile]:
+    """``scan_vault`` for a few vault-relative paths (files or folders), as
+    reported by a file watcher; paths that do not exist yield nothing."""
+    warn = warn or (lambda path, message: None)
+    rules = IgnoreRules(config.ignore, config.include_dot)
+    root_real = os.path.realpath(config.vault)
+    seen: set[str] = set()
+    for rel in sorted(set(paths)):
+        rel = rel.strip("/")
+        if not rel or rules.skips_path(rel) or any(rel.startswith(d + "/") for d in seen):
+            continue
+        full = os.path.join(config.vault, rel)
+        try:
+            st = os.stat(full)
+        except OSError:
+            continue
+        if os.path.islink(full):
+            target = os.path.realpath(full)
+            target_rel = os.path.relpath(target, root_real).replace(os.sep, "/")
+            if not _inside(target, root_real) or rules.skips_path(target_rel, stat.S_ISDIR(st.st_mode)):
+                continue
+        if stat.S_ISDIR(st.st_mode):
+            seen.add(rel)
+            yield from scan_vault(config, warn, start=rel)
+        elif stat.S_ISREG(st.st_mode) and is_markdown(rel) and _valid_utf8(rel):
+            yield ScannedFile(rel, full, st.st_mtime_ns, st.st_size)
 
 
 def _valid_utf8(name: str) -> bool:

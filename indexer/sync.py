@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from .chunk import CHUNK_MAX_TOKENS, chunk_note, passage_text
 from .config import VaultConfig
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
-from .scan import ScannedFile, scan_vault
+from .scan import ScannedFile, scan_paths, scan_vault
 from .segment import Segmenter, user_word_candidates
 from .store import get_meta, migrate, set_meta
 
@@ -69,8 +69,17 @@ def load_segmenter(conn: sqlite3.Connection) -> Segmenter:
     return Segmenter(words)
 
 
+def in_scope(path: str, scope: list[str] | None) -> bool:
+    """Whether a note path is one of ``scope`` or lies under one of them."""
+    return scope is None or any(path == s or path.startswith(s + "/") for s in scope)
+
+
 def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segmenter | None = None,
-               progress: Progress | None = None, force: bool = False) -> SyncReport:
+               progress: Progress | None = None, force: bool = False,
+               paths: Iterable[str] | None = None) -> SyncReport:
+    """Sync the whole vault, or only ``paths`` (vault-relative files or
+    folders that a watcher saw change; what is gone from them is dropped)."""
+    scope = None if paths is None else sorted({p.strip("/") for p in paths if p.strip("/")})
     t0 = time.perf_counter()
     migrate(conn)
     report = SyncReport()
@@ -78,13 +87,14 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             or get_meta(conn, "chunker_version") != CHUNKER_VERSION):
         force = bool(get_meta(conn, "segmenter_version")) or force
         report.full_rebuild = force
+        scope = None  # a version change means every note, whatever changed
     segmenter = segmenter or load_segmenter(conn)
 
     def warn(path: str, message: str) -> None:
         report.warnings.append((path, message))
 
     existing = {row[0]: row[1:] for row in conn.execute(
-        "SELECT path, id, mtime_ns, size, hash FROM notes")}
+        "SELECT path, id, mtime_ns, size, hash FROM notes") if in_scope(row[0], scope)}
     # A skipped file is retried when the settings that skipped it change.
     if get_meta(conn, "max_file_bytes") != str(config.max_file_bytes):
         conn.execute("DELETE FROM skipped")
@@ -92,7 +102,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
     skipped_before = {row[0]: row[1:] for row in conn.execute(
         "SELECT path, mtime_ns, size, reason FROM skipped")}
 
-    files = list(scan_vault(config, warn))
+    files = list(scan_vault(config, warn) if scope is None else scan_paths(config, scope, warn))
     report.scanned = len(files)
     on_disk = {f.path for f in files}
     todo: list[ScannedFile] = []
@@ -196,7 +206,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             report.deleted += 1
         conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", skips)
         conn.executemany("DELETE FROM skipped WHERE path = ?",
-                         [(p,) for p in skipped_before if p not in on_disk])
+                         [(p,) for p in skipped_before if p not in on_disk and in_scope(p, scope)])
         report.skipped += len(skips)
         unsettled = [w for (w,) in conn.execute("SELECT word FROM dictionary WHERE settled = 0")]
         if unsettled:
