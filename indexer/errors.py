@@ -31,3 +31,7 @@ class PathOutsideVaultError(VaultSearchError):
 
 class NoteNotFoundError(VaultSearchError):
     """A requested note does not exist in the vault."""
+
+
+class UsageValueError(VaultSearchError):
+    """A value the user gave is malformed or unsupported (the CLI exits 2)."""

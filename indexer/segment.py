@@ -212,6 +212,20 @@ class Segmenter:
                 new = {w: self._tk.FREQ[w] for w in new}
         return new
 
+    def known_words(self) -> set[str]:
+        """Every user word given or added so far (without loading jieba)."""
+        with self._lock:
+            return set(self._pending) | set(self._user_parts)
+
+    def learn(self, words: dict[str, int]) -> None:
+        """Add words with the frequencies a writer gave them (for readers)."""
+        with self._lock:
+            for word, freq in words.items():
+                if word not in self._pending and word not in self._user_parts:
+                    self._pending[word] = freq
+            if self._tk is not None and self._pending:
+                self._apply_pending()
+
     def user_words(self) -> dict[str, int]:
         """Every user word with the frequency it was given (loads jieba)."""
         self._tokenizer()

@@ -181,22 +181,37 @@ def drop_unused(conn: sqlite3.Connection, fingerprint: str) -> int:
     return cur.rowcount
 
 
+# When embedding in slices (the watcher), the matrix file is rewritten at
+# most this often until the backlog is done: rewriting 150 MB for every 64
+# new vectors would cost more than the embedding.
+PUBLISH_EVERY_S = 30.0
+_last_publish: dict[str, float] = {}
+
+
 def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder,
                    progress: Progress | None = None, limit: int | None = None) -> EmbedReport:
+    """Embed what waits (at most ``limit`` passages), then publish the matrix."""
     t0 = time.perf_counter()
     report = EmbedReport(model=embedder.spec)
+    interrupted = True
     try:
         report.embedded = embed_pending(conn, embedder, progress, limit)
+        interrupted = False
     finally:
+        report.waiting = count_waiting(conn, embedder.fingerprint)
+        key = str(index_dir)
+        due = time.monotonic() - _last_publish.get(key, 0.0) >= PUBLISH_EVERY_S
         # Even when interrupted, publish what was embedded so far.
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            drop_unused(conn, embedder.fingerprint)
-            report.rows, report.matrix_written = write_matrix(conn, index_dir, embedder.fingerprint, embedder.dim)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    report.waiting = count_waiting(conn, embedder.fingerprint)
+        if limit is None or interrupted or report.waiting == 0 or due:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                drop_unused(conn, embedder.fingerprint)
+                report.rows, report.matrix_written = write_matrix(conn, index_dir, embedder.fingerprint,
+                                                                  embedder.dim)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            _last_publish[key] = time.monotonic()
     report.seconds = time.perf_counter() - t0
     return report

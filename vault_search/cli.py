@@ -10,7 +10,7 @@ import time
 import click
 
 from indexer import __version__
-from indexer.errors import VaultSearchError
+from indexer.errors import UsageValueError, VaultSearchError
 
 MAX_WARNINGS_SHOWN = 20
 
@@ -19,12 +19,9 @@ class _Group(click.Group):
     """Turns library errors into one-line messages and exit codes."""
 
     def invoke(self, ctx):
-        from .filters import FilterError
-        from .index import UnsupportedModeError, UsageValueError
-
         try:
             return super().invoke(ctx)
-        except (FilterError, UnsupportedModeError, UsageValueError) as exc:
+        except UsageValueError as exc:
             raise click.UsageError(str(exc), ctx) from None
         except VaultSearchError as exc:
             click.echo(f"error: {exc}", err=True)
@@ -100,6 +97,8 @@ class _LazyProgressBar:
 
 @main.command()
 @click.option("--rebuild", is_flag=True, help="Delete the index and build it again from scratch.")
+@click.option("--force", is_flag=True,
+              help="Re-read and re-segment every note in place (vectors of unchanged text are kept).")
 @click.option("--no-embed", is_flag=True,
               help="Update the keyword index only; chunks wait for a vector until the next `index`.")
 @click.option("--model", metavar="MODEL",
@@ -112,7 +111,7 @@ class _LazyProgressBar:
               help="Index a dot-folder that is skipped by default, e.g. .learnings (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
 @click.pass_context
-def index(ctx, rebuild, no_embed, model, ignore, include_dot, as_json):
+def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
     """Create the index or bring it up to date (incremental)."""
     from indexer.config import load_config
 
@@ -122,9 +121,10 @@ def index(ctx, rebuild, no_embed, model, ignore, include_dot, as_json):
     with Index.open(config=config, create=True, rebuild=rebuild) as idx:
         if sys.stdout.isatty() and not as_json:
             with _LazyProgressBar("Indexing ") as progress, _LazyProgressBar("Embedding", rate=True) as embed_bar:
-                report = idx.sync(progress=progress, embed=not no_embed, model=model, embed_progress=embed_bar)
+                report = idx.sync(progress=progress, force=force, embed=not no_embed, model=model,
+                                  embed_progress=embed_bar)
         else:
-            report = idx.sync(embed=not no_embed, model=model)
+            report = idx.sync(force=force, embed=not no_embed, model=model)
     if as_json:
         from dataclasses import asdict
 
@@ -161,10 +161,16 @@ def index(ctx, rebuild, no_embed, model, ignore, include_dot, as_json):
 @click.option("--path", metavar="FOLDER", help="Only notes under this folder (vault-relative).")
 @click.option("--after", metavar="DATE", help="Only notes dated on or after DATE (YYYY-MM-DD[ HH:MM]).")
 @click.option("--before", metavar="DATE", help="Only notes dated on or before DATE.")
-@click.option("--explain", is_flag=True, help="Show the FTS query and each result's rank and score.")
+@click.option("--explain", is_flag=True,
+              help="Show the FTS query, each retriever's rank and score, and the fused score.")
+@click.option("--no-server", is_flag=True,
+              help="Search in this process even when `vault-search serve` runs for the vault.")
 @click.pass_context
-def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain):
+def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain, no_server):
     """Search the vault. QUERY is plain text, never syntax: any string is safe.
+
+    When `vault-search serve` runs for this vault, the search is sent to it
+    (no model or dictionary loading here); otherwise it runs in this process.
 
     \b
     Examples:
@@ -172,15 +178,46 @@ def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain)
       vault-search search "rate limit" --tag project --after 2026-01-01 --json
     """
     from .render import render_search
+    from .results import SearchResponse
 
     text = " ".join(query)
-    with _open(ctx) as idx:
-        response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path,
-                              after=after, before=before, explain=explain)
+    data = None if no_server else _ask_server(ctx, text, mode, limit, tags, path, after, before,
+                                               explain or not as_json)
+    if data is not None:
+        response = SearchResponse.from_dict(data)
+        if not explain:
+            response.explain = None
+    else:
+        with _open(ctx) as idx:
+            response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path,
+                                  after=after, before=before, explain=explain)
     if as_json:
         click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
     else:
         click.echo(render_search(response))
+
+
+def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain) -> dict | None:
+    """The server's answer, or None to search in-process (no server, or it failed)."""
+    from indexer.config import load_config
+
+    from .client import find_server, request
+
+    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    server = find_server(config.index_dir, config.vault)
+    if server is None:
+        return None
+    try:
+        status, data = request(server, "/search", {"query": text, "mode": mode, "limit": limit, "tag": list(tags),
+                                                   "path": path, "after": after, "before": before,
+                                                   "explain": "1" if explain else None})
+    except (OSError, ValueError):
+        return None  # a dead or busy server: answer here instead
+    if status == 400:
+        raise click.UsageError(data.get("error", "bad request"), ctx)
+    if status != 200:
+        raise VaultSearchError(data.get("error", f"server answered HTTP {status}"))
+    return data
 
 
 LOCATION_RE = re.compile(r"^(?P<path>.*?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -225,6 +262,124 @@ def status(ctx, as_json):
         click.echo(json.dumps(s.to_dict(), ensure_ascii=False, indent=2))
     else:
         click.echo(render_status(s))
+
+
+def _interval_option(f):
+    return click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+                        metavar="MINUTES", help="Full rescan every MINUTES (the source of truth; "
+                        "events only make changes quicker).")(f)
+
+
+def _log_to_stderr(verbose: bool) -> None:
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("watchdog").setLevel(logging.WARNING)
+
+
+@main.command()
+@_interval_option
+@click.option("--debounce", type=click.FloatRange(min=0.0), default=1.0, show_default=True, metavar="SECONDS",
+              help="Quiet time after the last change before a batch is applied.")
+@click.option("-v", "--verbose", is_flag=True, help="Log every batch.")
+@click.pass_context
+def watch(ctx, interval, debounce, verbose):
+    """Keep the index current until interrupted (Ctrl-C).
+
+    A file watcher applies changes after a second of quiet; a full rescan
+    runs at start-up and every --interval minutes. Use `serve` instead to
+    also answer queries.
+    """
+    from indexer.config import load_config
+    from indexer.watch import Watcher
+
+    from .index import Index
+
+    _log_to_stderr(verbose)
+    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    with Index.open(config=config, create=True) as idx:
+        watcher = Watcher(idx, config, interval=interval * 60, debounce=debounce,
+                          embed=idx.model_spec is not None, on_sync=_print_sync)
+        click.echo(f"watching {config.vault} (index {config.index_dir}); Ctrl-C to stop", err=True)
+        watcher.start()
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watcher.stop()
+
+
+def _print_sync(report, paths) -> None:
+    emb = getattr(report, "embedding", None)
+    if report.changed or (emb and emb.embedded):
+        what = "rescan" if paths is None else (f"{len(paths)} paths" if paths else "embedding")
+        extra = f", {emb.embedded} embedded, {emb.waiting} waiting" if emb else ""
+        click.echo(f"{time.strftime('%H:%M:%S')} {what}: +{report.added} ~{report.updated} "
+                   f"-{report.deleted}{extra}", err=True)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind. Anything but loopback exposes your notes to the network.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="Port (default: any free one; clients find it in the index folder's server.json).")
+@_interval_option
+@click.option("--no-watch", is_flag=True, help="Serve the index as it is; do not watch the vault.")
+@click.option("-v", "--verbose", is_flag=True, help="Log every request and batch.")
+@click.pass_context
+def serve(ctx, host, port, interval, no_watch, verbose):
+    """Answer searches over HTTP on 127.0.0.1 and keep the index current.
+
+    One resident process per vault keeps the index, jieba and the embedding
+    model loaded; `vault-search search` finds it and asks it. Endpoints:
+    /search, /get, /status, /health (JSON).
+    """
+    from indexer.config import load_config
+
+    from .server import remove_server_file, serve as start_server
+    from .service import SearchService
+
+    _log_to_stderr(verbose)
+    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    service = SearchService(config=config, interval=interval * 60, watch=not no_watch)
+    try:
+        httpd = start_server(service, host, port)
+    except OSError as exc:
+        service.close()
+        raise VaultSearchError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port") from None
+    click.echo(f"serving {config.vault} on http://{host}:{httpd.server_port} (Ctrl-C to stop)", err=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.shutdown()
+        remove_server_file(config.index_dir)
+        service.close()
+
+
+@main.command()
+@_interval_option
+@click.pass_context
+def mcp(ctx, interval):
+    """Model Context Protocol server on stdio, for AI agents.
+
+    Tools: search (query, mode, limit, tags, path, after, before), get (path,
+    start, end) and status. The index stays loaded and current for the
+    session. Example client config: {"command": "vault-search",
+    "args": ["--vault", "/path/to/vault", "mcp"]}.
+    """
+    from indexer.config import load_config
+
+    from .mcp_server import run
+    from .service import SearchService
+
+    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    run(lambda: SearchService(config=config, interval=interval * 60))
 
 
 if __name__ == "__main__":

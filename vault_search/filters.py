@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from indexer.errors import VaultSearchError
+from indexer.errors import UsageValueError
 from indexer.parse import normalize_date
 
 # A note's date for --after/--before: its frontmatter date, else the daily-log
@@ -13,7 +13,7 @@ NOTE_DATE_SQL = ("coalesce(n.date, strftime('%Y-%m-%dT%H:%M', n.mtime_ns / 10000
                  "'unixepoch', 'localtime'))")
 
 
-class FilterError(VaultSearchError):
+class FilterError(UsageValueError):
     """A filter value the user gave cannot be understood (exit 2)."""
 
 

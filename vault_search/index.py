@@ -18,7 +18,7 @@ from urllib.parse import quote
 import indexer
 from indexer.config import VaultConfig, load_config
 from indexer.errors import (IndexCorruptError, IndexVersionError, NoteNotFoundError,
-                            PathOutsideVaultError, VaultSearchError)
+                            PathOutsideVaultError, UsageValueError, VaultSearchError)
 from indexer.parse import BinaryNoteError, decode_note, split_lines
 from indexer.scan import IgnoreRules, is_markdown
 from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta
@@ -38,16 +38,13 @@ MAX_LIMIT = 1000
 DEFAULT_WEIGHTS = {"fts": 1.0, "vector": 1.0}
 
 
-class UnsupportedModeError(VaultSearchError):
+class UnsupportedModeError(UsageValueError):
     """A search mode this index cannot serve."""
 
 
 class VaultMismatchError(VaultSearchError):
     """The index was built for another vault."""
 
-
-class UsageValueError(VaultSearchError):
-    """A value the user gave is malformed (the CLI exits 2)."""
 
 
 class Index:
@@ -58,6 +55,8 @@ class Index:
         self._embedder = embedder
         self._vectors = None
         self._vectors_state = None
+        self._db_identity = None
+        self._dictionary_size = 0
 
     # -- lifecycle ---------------------------------------------------------
     @classmethod
@@ -72,13 +71,19 @@ class Index:
         config = config or load_config(vault, index_dir)
         path = db_path(config.index_dir)
         if rebuild:
-            for suffix in ("", "-wal", "-shm"):
-                try:
-                    os.remove(f"{path}{suffix}")
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    raise VaultSearchError(f"cannot remove {path}{suffix}: {exc.strerror}") from None
+            with writer_lock(config.index_dir):  # never under a running sync
+                for suffix in ("", "-wal", "-shm"):
+                    try:
+                        os.remove(f"{path}{suffix}")
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        raise VaultSearchError(f"cannot remove {path}{suffix}: {exc.strerror}") from None
+                for name in ("vectors.npy", "vectors.ids.npy"):
+                    try:
+                        os.remove(Path(config.index_dir) / name)
+                    except OSError:
+                        pass
         conn = connect(path, create=create or rebuild)
         idx = cls(config, conn, embedder)
         try:
@@ -104,6 +109,47 @@ class Index:
     def close(self) -> None:
         self.conn.close()
 
+    def refresh(self) -> None:
+        """For long-lived readers (the server): follow what writers did.
+
+        Reopens the database if ``index --rebuild`` replaced the file, and
+        teaches the query segmenter the vault names a sync added to the
+        dictionary, so queries keep segmenting like the documents.
+        """
+        path = db_path(self.config.index_dir)
+        try:
+            st = os.stat(path)
+            identity = (st.st_dev, st.st_ino)
+        except OSError:
+            identity = None
+        if self._db_identity is None:
+            self._db_identity = identity
+        elif identity is not None and identity != self._db_identity:
+            # `index --rebuild` made a new file: switch once its first sync
+            # has committed; until then the old file (still open) answers.
+            try:
+                fresh = connect(path)
+                check_schema(fresh)
+                ready = get_meta(fresh, "last_sync") is not None
+            except (VaultSearchError, sqlite3.DatabaseError):
+                return
+            if not ready:
+                fresh.close()
+                return
+            self.conn.close()
+            self.conn = fresh
+            self._db_identity = identity
+            self._segmenter = None
+            self._vectors = None
+            return
+        if self._segmenter is not None:
+            known = self._dictionary_size
+            count = self.conn.execute("SELECT count(*) FROM dictionary").fetchone()[0]
+            if count != known:
+                words = dict(self.conn.execute("SELECT word, freq FROM dictionary"))
+                self._segmenter.learn(words)
+                self._dictionary_size = count
+
     def __enter__(self) -> "Index":
         return self
 
@@ -114,30 +160,37 @@ class Index:
     def segmenter(self):
         if self._segmenter is None:
             self._segmenter = load_segmenter(self.conn)
+            self._dictionary_size = len(self._segmenter.known_words())
         return self._segmenter
 
     # -- writing -----------------------------------------------------------
     def sync(self, progress: Progress | None = None, force: bool = False, *, embed: bool = True,
              model: str | None = None, embed_progress: Progress | None = None,
-             embed_limit: int | None = None) -> SyncReport:
+             embed_limit: int | None = None, paths: list[str] | None = None) -> SyncReport:
         """Bring the index up to date with the vault (incremental).
 
         Keyword search sees the changes as soon as the FTS batches commit;
         then, unless ``embed`` is false, chunks without a vector are embedded
         (``model`` on a new index, else the index's own) and the matrix file
         is rewritten. ``embed_limit`` stops after that many passages.
+        ``paths`` limits the keyword sync to those vault-relative files or
+        folders (a watcher's batch; ``[]``: embed only).
         """
         try:
             with writer_lock(self.config.index_dir):
-                return self._sync(progress, force, embed, model, embed_progress, embed_limit)
+                return self._sync(progress, force, embed, model, embed_progress, embed_limit, paths)
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
 
-    def _sync(self, progress, force, embed, model, embed_progress, embed_limit) -> SyncReport:
+    def _sync(self, progress, force, embed, model, embed_progress, embed_limit, paths) -> SyncReport:
         migrate(self.conn)
         self._check_vault()  # another writer may have rebuilt it for another vault meanwhile
-        report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force)
-        if embed:
+        if paths is not None and not paths:
+            report = SyncReport()
+        else:
+            report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force,
+                                paths=paths)
+        if embed and (model or self.model_spec or paths is None or self._embedder is not None):
             from indexer.vectors import embedding_pass
 
             embedder = self._embedder_for_writing(model)

@@ -49,6 +49,14 @@ class SearchResponse:
             data.pop("explain")
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict, terms: list[str] | None = None) -> "SearchResponse":
+        """The inverse of ``to_dict`` (the thin client renders a server's answer)."""
+        results = [SearchResult(**{**r, "scores": Scores(**r["scores"])}) for r in data.get("results", [])]
+        return cls(query=data["query"], mode=data["mode"], took_ms=data["took_ms"],
+                   warnings=list(data.get("warnings", [])), results=results, explain=data.get("explain"),
+                   terms=terms or (data.get("explain") or {}).get("terms") or [])
+
 
 @dataclass
 class NoteText:

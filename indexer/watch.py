@@ -1,0 +1,211 @@
+"""Keep an index current: a watchdog observer plus a periodic full rescan.
+
+The observer only marks vault-relative paths as changed; a writer thread
+waits for about a second of quiet, then syncs the marked paths in one batch
+(keyword index first, so they are searchable at once, then embeddings in
+slices). A full rescan (mtime/size/hash) runs at start-up and every
+``interval`` seconds as the source of truth: a missed event, an inotify
+queue overflow or an edit made while nothing was running is picked up there.
+
+Editor save patterns all end up as "this path changed": write-temp-then-
+rename is a move whose destination is the note; vim's backup-move-create-
+delete is a move, a create and a delete of the same names. A burst larger
+than ``max_pending`` paths (a sync tool dropping thousands of files) turns
+into one full rescan, so memory stays bounded and writes stay batched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Callable, Protocol
+
+from .config import VaultConfig
+from .scan import IgnoreRules, is_markdown
+
+log = logging.getLogger("vault_search.watch")
+
+DEBOUNCE_S = 1.0            # quiet time before a batch is applied
+RESCAN_INTERVAL_S = 300.0   # full rescan every 5 minutes
+MAX_PENDING = 5000          # more changed paths than this: one full rescan instead
+EMBED_SLICE = 64            # passages embedded between checks for new changes
+IGNORED_EVENTS = {"opened", "closed_no_write"}
+
+
+class SyncTarget(Protocol):
+    """What the watcher drives (``vault_search.Index`` fits)."""
+
+    def sync(self, *, paths: list[str] | None = None, embed: bool = True,
+             embed_limit: int | None = None): ...
+
+
+class ChangeSet:
+    """Changed paths waiting to be synced, debounced and bounded."""
+
+    def __init__(self, max_pending: int = MAX_PENDING):
+        self.max_pending = max_pending
+        self._paths: set[str] = set()
+        self._overflow = False
+        self._last = 0.0
+        self._cond = threading.Condition()
+
+    def add(self, rel: str) -> None:
+        with self._cond:
+            if self._overflow:
+                pass
+            elif len(self._paths) >= self.max_pending:
+                self._overflow, self._paths = True, set()
+            else:
+                self._paths.add(rel)
+            self._last = time.monotonic()
+            self._cond.notify_all()
+
+    def request_full(self) -> None:
+        with self._cond:
+            self._overflow, self._paths = True, set()
+            self._last = time.monotonic()
+            self._cond.notify_all()
+
+    def take(self, quiet: float, timeout: float) -> tuple[list[str] | None, bool]:
+        """Wait up to ``timeout`` s for changes followed by ``quiet`` s of calm.
+
+        Returns (paths, full): ``full`` means rescan everything.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if self._paths or self._overflow:
+                    calm_at = self._last + quiet
+                    if now >= calm_at:
+                        paths, full = sorted(self._paths), self._overflow
+                        self._paths, self._overflow = set(), False
+                        return paths, full
+                    self._cond.wait(min(calm_at - now, max(deadline - now, 0.01)))
+                    continue
+                if now >= deadline:
+                    return [], False
+                self._cond.wait(deadline - now)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._paths)
+
+
+def _event_handler(config: VaultConfig, changes: ChangeSet):
+    from watchdog.events import FileSystemEventHandler
+
+    rules = IgnoreRules(config.ignore, config.include_dot)
+    root = str(config.vault)
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event):
+            if event.event_type in IGNORED_EVENTS:
+                return
+            for path in (event.src_path, getattr(event, "dest_path", "")):
+                if not path:
+                    continue
+                path = os.fsdecode(path)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                if rel == "." or rel.startswith("../"):
+                    continue
+                if rules.skips_path(rel, event.is_directory):
+                    continue
+                if event.is_directory or is_markdown(rel):
+                    changes.add(rel)
+
+    return Handler()
+
+
+class Watcher:
+    """Runs the observer and the writer thread for one index."""
+
+    def __init__(self, target: SyncTarget, config: VaultConfig, interval: float = RESCAN_INTERVAL_S,
+                 debounce: float = DEBOUNCE_S, embed: bool = True,
+                 on_sync: Callable[[object, list[str] | None], None] | None = None):
+        self.target = target
+        self.config = config
+        self.interval = interval
+        self.debounce = debounce
+        self.embed = embed
+        self.on_sync = on_sync
+        self.changes = ChangeSet()
+        self.syncs = 0
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._observer = None
+        self._thread: threading.Thread | None = None
+        self._embedding_waits = embed
+
+    def start(self, initial_rescan: bool = True) -> "Watcher":
+        try:
+            from watchdog.observers import Observer
+
+            observer = Observer()
+            observer.schedule(_event_handler(self.config, self.changes), str(self.config.vault), recursive=True)
+            observer.daemon = True
+            observer.start()
+            self._observer = observer
+        except Exception as exc:  # inotify limits, unsupported file system
+            log.warning("file watching unavailable (%s); relying on the rescan every %.0f s", exc, self.interval)
+        self._thread = threading.Thread(target=self._run, args=(initial_rescan,), name="vault-search-writer",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.changes.request_full()  # wake the writer
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self, initial_rescan: bool) -> None:
+        next_full = time.monotonic() if initial_rescan else time.monotonic() + self.interval
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_full:
+                self._sync(None)
+                next_full = time.monotonic() + self.interval
+                continue
+            # While vectors are waiting, look for changes without blocking long.
+            wait = 0.0 if self._embedding_waits else next_full - now
+            paths, full = self.changes.take(self.debounce, wait)
+            if self._stop.is_set():
+                break
+            if full:
+                self._sync(None)
+                next_full = time.monotonic() + self.interval
+            elif paths:
+                self._sync(paths)
+            elif self._embedding_waits:
+                self._sync([])
+
+    def _sync(self, paths: list[str] | None) -> None:
+        """Keyword-sync ``paths`` (None: everything, []: nothing), then embed a slice."""
+        try:
+            report = self.target.sync(paths=paths, embed=self.embed, embed_limit=EMBED_SLICE)
+        except Exception as exc:  # never let one bad batch stop the watcher
+            self.last_error = f"{exc.__class__.__name__}: {exc}"
+            log.error("sync failed: %s", self.last_error)
+            self._stop.wait(min(self.debounce * 5, 5.0))
+            return
+        self.syncs += 1
+        self.last_error = None
+        embedding = getattr(report, "embedding", None)
+        self._embedding_waits = bool(embedding and embedding.waiting)
+        if self.on_sync:
+            self.on_sync(report, paths)
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """For tests and tools: wait until no change is pending (best effort)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not len(self.changes) and not self._embedding_waits:
+                return True
+            time.sleep(0.05)
+        return False

@@ -1,0 +1,46 @@
+"""The thin client: find a running `vault-search serve` for a vault and ask it.
+
+Kept free of heavy imports (no jieba, numpy or model), so a CLI call that a
+server answers costs a small process plus one round trip on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from http.client import HTTPConnection
+from pathlib import Path
+from urllib.parse import urlencode
+
+SERVER_FILE = "server.json"
+TIMEOUT_S = 30.0
+
+
+def find_server(index_dir: Path, vault: Path) -> tuple[str, int] | None:
+    """(host, port) of a live server for this vault and index, else None."""
+    try:
+        info = json.loads((Path(index_dir) / SERVER_FILE).read_text())
+        pid, host, port = int(info["pid"]), str(info["host"]), int(info["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if info.get("vault") != str(vault):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return host, port
+
+
+def request(server: tuple[str, int], path: str, params: dict, timeout: float = TIMEOUT_S) -> tuple[int, dict]:
+    host, port = server
+    query = urlencode({k: v for k, v in params.items() if v not in (None, False, "", [])}, doseq=True)
+    conn = HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", f"{path}?{query}", headers={"Host": f"{host}:{port}"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read().decode("utf-8"))
+    finally:
+        conn.close()

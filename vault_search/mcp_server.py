@@ -1,0 +1,82 @@
+"""``vault-search mcp``: a Model Context Protocol server on stdio.
+
+An agent whose memory is this vault gets three tools. The server keeps the
+index, jieba and the embedding model loaded for the whole session and runs
+the watcher, so edits to the vault are searchable moments later.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from indexer.errors import VaultSearchError
+
+from .service import SearchService
+
+log = logging.getLogger("vault_search.mcp")
+
+INSTRUCTIONS = """\
+Search the user's Markdown notes (an Obsidian vault; memory notes, daily logs, in Chinese and English).
+Use `search` as a fallback when you do not already know which note holds a fact: it finds notes by
+keywords and by meaning, across Chinese and English, and returns paths with line ranges. Then use `get`
+with that path and line range to read the exact lines before relying on them. If you already know the
+path, call `get` directly. `status` tells how many notes are indexed and whether the index is current."""
+
+
+def build_server(service_factory) -> Any:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    state: dict[str, SearchService] = {}
+
+    @asynccontextmanager
+    async def lifespan(server) -> AsyncIterator[dict]:
+        state["service"] = service_factory()
+        try:
+            yield state
+        finally:
+            state.pop("service").close()
+
+    mcp = MCPServer(name="vault-search", instructions=INSTRUCTIONS, lifespan=lifespan)
+
+    def call(fn):
+        try:
+            return fn(state["service"])
+        except VaultSearchError as exc:
+            raise ToolError(str(exc)) from None
+
+    @mcp.tool()
+    def search(query: str, mode: str | None = None, limit: int = 10, tags: list[str] | None = None,
+               path: str | None = None, after: str | None = None, before: str | None = None) -> dict[str, Any]:
+        """Find notes by keywords and by meaning (Chinese and English). Use it when you do not know
+        which note holds a fact. mode: "hybrid" (default: keywords + meaning), "fts" (exact words,
+        names, identifiers) or "vector" (meaning only). tags: notes must carry every tag (nested tags
+        match their parent). path: a folder of the vault. after/before: dates like 2026-11-01.
+        Returns results with path, title, heading, start_line, end_line, snippet and score; read the
+        lines with `get` before relying on a snippet."""
+        return call(lambda s: s.search(query, mode=mode, limit=max(1, min(limit, 100)), tags=tags or (),
+                                       path=path, after=after, before=before).to_dict())
+
+    @mcp.tool()
+    def get(path: str, start: int | None = None, end: int | None = None) -> dict[str, Any]:
+        """Read a note of the vault, or lines start..end of it (1-based, inclusive), by its
+        vault-relative path as returned by `search`. Only notes inside the vault can be read."""
+        return call(lambda s: s.get(path, start, end).to_dict())
+
+    @mcp.tool()
+    def status() -> dict[str, Any]:
+        """How many notes and chunks are indexed, the embedding model, how many chunks still wait
+        for a vector, when the index last synced, and any files that could not be indexed."""
+        return call(lambda s: s.status())
+
+    return mcp
+
+
+def run(service_factory) -> None:
+    # stdout carries the protocol: everything else goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="vault-search: %(message)s")
+    build_server(service_factory).run()

@@ -1,0 +1,76 @@
+"""One vault kept current and warm, for the resident faces (HTTP, MCP).
+
+A writer ``Index`` driven by the watcher (its own connection, its own
+embedder) and a reader ``Index`` that answers queries, so a query never
+waits for an embedding batch: readers see the last committed state (WAL).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from indexer.config import VaultConfig, load_config
+from indexer.watch import DEBOUNCE_S, RESCAN_INTERVAL_S, Watcher
+
+from .index import Index
+from .results import NoteText, SearchResponse
+
+log = logging.getLogger("vault_search.service")
+
+
+class SearchService:
+    def __init__(self, vault=None, index_dir=None, *, config: VaultConfig | None = None,
+                 interval: float = RESCAN_INTERVAL_S, debounce: float = DEBOUNCE_S, watch: bool = True,
+                 embedder=None):
+        self.config = config or load_config(vault, index_dir)
+        self.started = time.time()
+        self.writer = Index.open(config=self.config, create=True, embedder=embedder)
+        # Keyword index first and at once, so queries work from the start;
+        # embeddings follow in the watcher's thread.
+        first = self.writer.sync(embed=False)
+        log.info("index ready: %d notes (%d changed) in %.2f s", first.scanned, first.changed, first.seconds)
+        self.reader = Index.open(config=self.config, embedder=embedder)
+        self._lock = threading.Lock()
+        self.watcher = None
+        if watch:
+            embed = self.writer.model_spec is not None or embedder is not None
+            self.watcher = Watcher(self.writer, self.config, interval=interval, debounce=debounce, embed=embed,
+                                   on_sync=self._logged)
+            self.watcher.start(initial_rescan=False)
+
+    def _logged(self, report, paths) -> None:
+        what = "full rescan" if paths is None else (f"{len(paths)} changed paths" if paths else "embedding")
+        emb = getattr(report, "embedding", None)
+        if report.changed or (emb and emb.embedded):
+            log.info("%s: +%d ~%d -%d notes%s", what, report.added, report.updated, report.deleted,
+                     f", {emb.embedded} chunks embedded, {emb.waiting} waiting" if emb else "")
+
+    def search(self, query: str, **options) -> SearchResponse:
+        with self._lock:
+            self.reader.refresh()
+            return self.reader.search(query, **options)
+
+    def get(self, path: str, start: int | None = None, end: int | None = None) -> NoteText:
+        with self._lock:
+            return self.reader.get(path, start, end)
+
+    def status(self) -> dict:
+        with self._lock:
+            self.reader.refresh()
+            data = self.reader.status().to_dict()
+        data["server"] = {
+            "started": self.started,
+            "watching": self.watcher is not None,
+            "syncs": self.watcher.syncs if self.watcher else 0,
+            "pending_changes": len(self.watcher.changes) if self.watcher else 0,
+            "last_error": self.watcher.last_error if self.watcher else None,
+        }
+        return data
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.reader.close()
+        self.writer.close()
