@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="runs per CLI measurement")
     ap.add_argument("--embed", action="store_true", help="also embed (default model) and time hybrid queries")
     ap.add_argument("--vector-rows", help="only time vector search over synthetic matrices of these sizes")
+    ap.add_argument("--work", type=Path, help="keep the copied vault and its index here (must not exist yet)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="vs-speed-") as tmp:
+        if args.work:
+            args.work.mkdir(parents=True)
+            tmp = str(args.work)
         vault = Path(tmp) / "vault"
         shutil.copytree(args.vault, vault, symlinks=True)
         for root, dirs, files in os.walk(vault):

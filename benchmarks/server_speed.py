@@ -1,0 +1,135 @@
+"""The resident server: CLI latency through it, save-to-searchable time, memory.
+
+    python -m benchmarks.server_speed [VAULT] [--work DIR] [--embed]
+
+Copies the vault (default: oldwinter-garden-zh) into ``--work`` (or a temp
+folder), indexes it (keyword only unless ``--embed``; an index already in
+``--work`` is reused), starts `vault-search serve`, then measures:
+`vault-search search` as a whole new process answered by the server (p50/p95,
+Chinese and English), the same without the server (cold, in-process), the
+time from saving a new note to seeing it in keyword results, and the
+server's resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from http.client import HTTPConnection
+from pathlib import Path
+from urllib.parse import urlencode
+
+from .metrics import percentile
+from .speed import CLI, DEFAULT_VAULT, EN_QUERIES, ZH_QUERIES
+
+
+def run_cli(base: list[str], query: str, *extra: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(base + ["search", query, "--json", *extra], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    fields = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def fts_paths(port: int, query: str) -> list[str]:
+    conn = HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/search?" + urlencode({"query": query, "mode": "fts"}), headers={"Host": f"127.0.0.1:{port}"})
+    data = json.loads(conn.getresponse().read())
+    conn.close()
+    return [r["path"] for r in data["results"]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.server_speed", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--embed", action="store_true", help="index with the default embedding model (slow once)")
+    ap.add_argument("--repeat", type=int, default=3, help="CLI calls per query")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    tmp = tempfile.mkdtemp(prefix="vs-server-")
+    work = args.work or Path(tmp)
+    vault, index = work / "vault", work / "index"
+    if not vault.exists():
+        shutil.copytree(args.vault, vault, symlinks=True)
+        for root, dirs, files in os.walk(vault):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o755)
+    base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
+    subprocess.run(base + ["index"] + ([] if args.embed else ["--no-embed"]), check=True, capture_output=True)
+
+    cold = {"zh": [], "en": []}
+    for lang, queries in (("zh", ZH_QUERIES[:5]), ("en", EN_QUERIES[:5])):
+        for q in queries:
+            cold[lang].append(run_cli(base, q, "--no-server"))
+
+    proc = subprocess.Popen(base + ["serve"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        info_file = index / "server.json"
+        while not (info_file.exists() and json.loads(info_file.read_text())["pid"] == proc.pid):
+            time.sleep(0.05)
+        port = json.loads(info_file.read_text())["port"]
+        fts_paths(port, "预热")
+        run_cli(base, "warm-up 预热")
+        warm = {"zh": [], "en": []}
+        for _ in range(args.repeat):
+            for lang, queries in (("zh", ZH_QUERIES), ("en", EN_QUERIES)):
+                for q in queries:
+                    warm[lang].append(run_cli(base, q))
+        visible = []
+        for i in range(5):
+            word = f"benchmarkword{i}x{int(time.time())}"
+            t0 = time.perf_counter()
+            (vault / f"Inbox-bench-{i}.md").write_text(f"# Bench {i}\n{word}\n", encoding="utf-8")
+            while fts_paths(port, word) != [f"Inbox-bench-{i}.md"]:
+                time.sleep(0.02)
+            visible.append(time.perf_counter() - t0)
+        rss, peak = rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        for i in range(5):
+            (vault / f"Inbox-bench-{i}.md").unlink(missing_ok=True)
+        if not args.work:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    result = {
+        "vault": str(args.vault), "embeddings": args.embed,
+        "cli_via_server_s": {lang: {"p50": round(percentile(v, 50), 3), "p95": round(percentile(v, 95), 3)}
+                             for lang, v in warm.items()},
+        "cli_cold_s": {lang: {"p50": round(percentile(v, 50), 3)} for lang, v in cold.items()},
+        "save_to_searchable_s": {"p50": round(percentile(visible, 50), 2), "max": round(max(visible), 2)},
+        "server_rss_mb": round(rss, 1), "server_peak_rss_mb": round(peak, 1),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    s = result
+    print(f"`vault-search search` via the server, zh p50/p95: {s['cli_via_server_s']['zh']['p50']} / "
+          f"{s['cli_via_server_s']['zh']['p95']} s; en: {s['cli_via_server_s']['en']['p50']} / "
+          f"{s['cli_via_server_s']['en']['p95']} s")
+    print(f"`vault-search search` without a server (cold), zh p50: {s['cli_cold_s']['zh']['p50']} s; "
+          f"en: {s['cli_cold_s']['en']['p50']} s")
+    print(f"save a note -> in keyword results: p50 {s['save_to_searchable_s']['p50']} s, "
+          f"max {s['save_to_searchable_s']['max']} s")
+    print(f"server memory: {s['server_rss_mb']} MB resident, {s['server_peak_rss_mb']} MB peak")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
