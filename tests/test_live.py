@@ -181,6 +181,7 @@ def server(vault, index_dir):
     yield vault, index_dir, info["port"], info
     proc.terminate()
     proc.wait(timeout=30)
+    assert not (Path(index_dir) / "server.json").exists()   # a clean shutdown on SIGTERM
 
 
 def test_server_answers_like_the_cli_and_follows_edits(server, cli):

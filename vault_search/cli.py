@@ -270,6 +270,17 @@ def _interval_option(f):
                         "events only make changes quicker).")(f)
 
 
+def _stop_on_sigterm() -> None:
+    """Let `kill` (SIGTERM) shut a resident command down like Ctrl-C, so it
+    removes server.json and closes the index cleanly."""
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _log_to_stderr(verbose: bool) -> None:
     import logging
 
@@ -297,6 +308,7 @@ def watch(ctx, interval, debounce, verbose):
     from .index import Index
 
     _log_to_stderr(verbose)
+    _stop_on_sigterm()
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
     with Index.open(config=config, create=True) as idx:
         watcher = Watcher(idx, config, interval=interval * 60, debounce=debounce,
@@ -343,6 +355,7 @@ def serve(ctx, host, port, interval, no_watch, verbose):
     from .service import SearchService
 
     _log_to_stderr(verbose)
+    _stop_on_sigterm()
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
     service = SearchService(config=config, interval=interval * 60, watch=not no_watch)
     try:
