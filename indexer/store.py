@@ -84,7 +84,14 @@ def m004_embeddings(db) -> None:
                             not_null={"vector"})
 
 
-MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings]
+def m005_rerank_cache(db) -> None:
+    # LLM relevance scores by (model, query hash, chunk hash): a repeated
+    # query is reranked without sending anything.
+    db["rerank_cache"].create({"model": str, "query": str, "chunk_hash": str, "score": float, "created": float},
+                              pk=("model", "query", "chunk_hash"), not_null={"score"})
+
+
+MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings, m005_rerank_cache]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -163,10 +163,16 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
 @click.option("--before", metavar="DATE", help="Only notes dated on or before DATE.")
 @click.option("--explain", is_flag=True,
               help="Show the FTS query, each retriever's rank and score, and the fused score.")
+@click.option("--rerank", is_flag=True,
+              help="Let an LLM (any OpenAI-compatible endpoint) judge the top results; falls back to the "
+                   "fused order with a warning on any failure.")
+@click.option("--rerank-url", metavar="URL", help="Chat-completions base URL (default: $VAULT_SEARCH_RERANK_URL).")
+@click.option("--rerank-model", metavar="NAME", help="Model name (default: $VAULT_SEARCH_RERANK_MODEL).")
 @click.option("--no-server", is_flag=True,
               help="Search in this process even when `vault-search serve` runs for the vault.")
 @click.pass_context
-def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain, no_server):
+def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain, rerank, rerank_url,
+           rerank_model, no_server):
     """Search the vault. QUERY is plain text, never syntax: any string is safe.
 
     When `vault-search serve` runs for this vault, the search is sent to it
@@ -181,23 +187,29 @@ def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain,
     from .results import SearchResponse
 
     text = " ".join(query)
+    rerank_options = {"rerank": "1", "rerank_url": rerank_url, "rerank_model": rerank_model} if rerank else {}
     data = None if no_server else _ask_server(ctx, text, mode, limit, tags, path, after, before,
-                                               explain or not as_json)
+                                               explain or not as_json, rerank_options)
     if data is not None:
         response = SearchResponse.from_dict(data)
         if not explain:
             response.explain = None
     else:
+        settings = None
+        if rerank:
+            from .rerank import RerankSettings
+
+            settings = RerankSettings.load(rerank_url, rerank_model)
         with _open(ctx) as idx:
-            response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path,
-                                  after=after, before=before, explain=explain)
+            response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path, after=after,
+                                  before=before, explain=explain, rerank=rerank, rerank_settings=settings)
     if as_json:
         click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
     else:
         click.echo(render_search(response))
 
 
-def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain) -> dict | None:
+def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, extra) -> dict | None:
     """The server's answer, or None to search in-process (no server, or it failed)."""
     from indexer.config import load_config
 
@@ -210,7 +222,7 @@ def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain) -> d
     try:
         status, data = request(server, "/search", {"query": text, "mode": mode, "limit": limit, "tag": list(tags),
                                                    "path": path, "after": after, "before": before,
-                                                   "explain": "1" if explain else None})
+                                                   "explain": "1" if explain else None, **extra})
     except (OSError, ValueError):
         return None  # a dead or busy server: answer here instead
     if status == 400:

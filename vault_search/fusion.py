@@ -33,6 +33,8 @@ class Fused:
     ranks: dict[str, int] = field(default_factory=dict)      # retriever -> 1-based note rank
     scores: dict[str, float] = field(default_factory=dict)   # retriever -> its own score
     chunks: dict[str, int] = field(default_factory=dict)     # retriever -> its best chunk
+    rerank: float | None = None         # the LLM judge's score, 0-10, when reranked
+    blended: float | None = None        # position-aware blend of fused order and judge
 
 
 def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float] | None = None, k: float = RRF_K) -> list[Fused]:

@@ -220,12 +220,15 @@ class Index:
     def search(self, query: str, *, mode: str | None = None, limit: int = 10, tags=(), path: str | None = None,
                after: str | None = None, before: str | None = None, explain: bool = False,
                weights: dict[str, float] | None = None, rrf_k: float | None = None,
-               depth: int | None = None) -> SearchResponse:
+               depth: int | None = None, rerank: bool = False, rerank_settings=None) -> SearchResponse:
         """Search the vault.
 
         ``mode``: ``fts`` (BM25), ``vector`` (embeddings) or ``hybrid`` (both,
         fused by reciprocal rank); default hybrid when the index has vectors.
         ``weights``, ``rrf_k`` and ``depth`` tune the fusion (see ``fusion.py``).
+        ``rerank``: let an LLM judge the top candidates (``rerank.py``;
+        ``rerank_settings`` or the environment say which endpoint); any
+        failure leaves the fused order and adds a warning.
         """
         t0 = time.perf_counter()
         query = clean_text(query or "")
@@ -254,7 +257,10 @@ class Index:
             if mode == "hybrid" and not (weights and "fts" in weights):
                 coverage = term_coverage(self.conn, fq.terms)
                 used_weights["fts"] = keyword_weight(coverage, used_weights["fts"])
-            fused = rrf(lists, used_weights, rrf_k or RRF_K)[:limit]
+            fused = rrf(lists, used_weights, rrf_k or RRF_K)
+            if rerank:
+                fused = self._rerank(query, fused, rerank_settings, warnings)
+            fused = fused[:limit]
             results = self._results(fused, fq.terms, mode)
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
@@ -271,11 +277,34 @@ class Index:
                 "ranks": [{"path": r.path,
                            "fts_rank": f.ranks.get("fts"), "fts_score": _round(f.scores.get("fts")),
                            "vector_rank": f.ranks.get("vector"), "vector_score": _round(f.scores.get("vector")),
-                           "fused_score": _round(f.score)}
+                           "fused_score": _round(f.score),
+                           "rerank_score": f.rerank, "blended_score": _round(f.blended)}
                           for r, f in zip(results, fused)],
             }
         response.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return response
+
+    def _rerank(self, query: str, fused: list[Fused], settings, warnings: list[str]) -> list[Fused]:
+        from .rerank import Candidate, Reranker, RerankSettings, blend
+
+        settings = settings or RerankSettings.load()
+        top = fused[:settings.top_n]
+        if not top:
+            return fused
+        ids = [f.chunk_id for f in top]
+        rows = {r[0]: r[1:] for r in self.conn.execute(
+            f"SELECT c.id, c.hash, n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id "
+            f"WHERE c.id IN ({','.join('?' * len(ids))})", ids)}
+        candidates = [Candidate(f"c{i}", *rows[f.chunk_id]) for i, f in enumerate(top, 1) if f.chunk_id in rows]
+        scores, problem = Reranker(settings, self.conn).judge(query, candidates)
+        if problem:
+            warnings.append(problem)
+            return fused
+        for i, f in enumerate(top, 1):
+            f.rerank = scores.get(f"c{i}")
+            f.blended = blend(i, len(top), f.rerank if f.rerank is not None else 0.0)
+        reordered = sorted(top, key=lambda f: -f.blended)   # stable: ties keep the fused order
+        return reordered + fused[len(top):]
 
     def _vector_list(self, query, filters, chunk_depth, note_depth, warnings) -> list[ChunkHit]:
         from .vector import allowed_chunk_ids, vector_hits
@@ -302,8 +331,11 @@ class Index:
         results = []
         for f in fused:
             path, title, tags, heading, start, end, text = rows[f.chunk_id]
-            scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")))
+            scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")),
+                            rerank=None if f.rerank is None else _round(f.rerank / 10))
             score = {"fts": scores.fts, "vector": scores.vector}.get(mode, _round(f.score))
+            if f.blended is not None:
+                score = _round(f.blended)
             results.append(SearchResult(
                 path=path, title=title, heading=heading, start_line=start, end_line=end,
                 snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,

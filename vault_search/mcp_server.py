@@ -51,15 +51,24 @@ def build_server(service_factory) -> Any:
 
     @mcp.tool()
     def search(query: str, mode: str | None = None, limit: int = 10, tags: list[str] | None = None,
-               path: str | None = None, after: str | None = None, before: str | None = None) -> dict[str, Any]:
+               path: str | None = None, after: str | None = None, before: str | None = None,
+               rerank: bool = False) -> dict[str, Any]:
         """Find notes by keywords and by meaning (Chinese and English). Use it when you do not know
         which note holds a fact. mode: "hybrid" (default: keywords + meaning), "fts" (exact words,
         names, identifiers) or "vector" (meaning only). tags: notes must carry every tag (nested tags
         match their parent). path: a folder of the vault. after/before: dates like 2026-11-01.
+        rerank: let the configured LLM judge the top results (slower; only if the user set it up).
         Returns results with path, title, heading, start_line, end_line, snippet and score; read the
         lines with `get` before relying on a snippet."""
-        return call(lambda s: s.search(query, mode=mode, limit=max(1, min(limit, 100)), tags=tags or (),
-                                       path=path, after=after, before=before).to_dict())
+        def run(s):
+            settings = None
+            if rerank:
+                from .rerank import RerankSettings
+
+                settings = RerankSettings.load()
+            return s.search(query, mode=mode, limit=max(1, min(limit, 100)), tags=tags or (), path=path,
+                            after=after, before=before, rerank=rerank, rerank_settings=settings).to_dict()
+        return call(run)
 
     @mcp.tool()
     def get(path: str, start: int | None = None, end: int | None = None) -> dict[str, Any]:

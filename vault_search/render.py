@@ -52,6 +52,8 @@ def render_search(response: SearchResponse) -> str:
             if row["vector_rank"] is not None:
                 parts.append(f"vector #{row['vector_rank']} (cos {row['vector_score']})")
             parts.append(f"fused {row['fused_score']:.5f}")
+            if row.get("rerank_score") is not None:
+                parts.append(f"judge {row['rerank_score']:g}/10, blended {row['blended_score']:.4f}")
             lines.append(click.style(f"  {row['path']}: " + ", ".join(parts), dim=True))
     return "\n".join(lines)
 

@@ -3,7 +3,7 @@
 Endpoints (GET with query parameters, or POST with a JSON body):
 
     /health                         {"ok": true, ...}
-    /search?query=...&mode=&limit=&tag=&tag=&path=&after=&before=&explain=
+    /search?query=...&mode=&limit=&tag=&tag=&path=&after=&before=&explain=&rerank=
                                     the same JSON as `vault-search search --json`
     /get?path=...&start=&end=       {path, start_line, end_line, total_lines, text}
     /status                         `vault-search status --json` plus server state
@@ -145,10 +145,17 @@ class _Handler(BaseHTTPRequestHandler):
         query = _one(params, "query", "q") or ""
         tags = params.get("tag", params.get("tags", []))
         tags = [tags] if isinstance(tags, str) else list(tags)
+        rerank = _flag(_one(params, "rerank"))
+        settings = None
+        if rerank:
+            from .rerank import RerankSettings
+
+            settings = RerankSettings.load(_one(params, "rerank_url"), _one(params, "rerank_model"))
         response = self.server.service.search(
             str(query), mode=_one(params, "mode") or None, limit=int(_one(params, "limit") or 10), tags=tags,
             path=_one(params, "path") or None, after=_one(params, "after") or None,
-            before=_one(params, "before") or None, explain=_flag(_one(params, "explain")))
+            before=_one(params, "before") or None, explain=_flag(_one(params, "explain")),
+            rerank=rerank, rerank_settings=settings)
         return response.to_dict()
 
     def _get(self, params) -> dict:
