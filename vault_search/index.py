@@ -236,34 +236,29 @@ class Index:
             raise UnsupportedModeError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         limit = max(1, min(int(limit), MAX_LIMIT))
         filters = SearchFilters.build(tags, path, after, before)
+        settings = None
+        if rerank:
+            from .rerank import RerankSettings
+
+            settings = rerank_settings or RerankSettings.load()
         try:
-            has_vectors = self.has_vectors()
-            mode = mode or ("hybrid" if has_vectors else "fts")
-            if mode != "fts" and not has_vectors:
-                raise UnsupportedModeError(
-                    f"--mode {mode} needs embeddings, which this index does not have; "
-                    "run `vault-search index` (without --no-embed), or use --mode fts")
-            fq = fts_query(query, self.segmenter)
-            warnings = list(fq.warnings)
-            note_depth = max(limit, depth or FUSION_DEPTH) if mode == "hybrid" else limit
-            chunk_depth = max(MIN_CHUNK_DEPTH, note_depth * CHUNKS_PER_RESULT)
-            lists: dict[str, list[ChunkHit]] = {}
-            if mode in ("fts", "hybrid"):
-                lists["fts"] = best_per_note(keyword_hits(self.conn, fq.match, filters, chunk_depth), note_depth)
-            if mode in ("vector", "hybrid") and fq.terms:
-                lists["vector"] = self._vector_list(query, filters, chunk_depth, note_depth, warnings)
-            used_weights = {**DEFAULT_WEIGHTS, **(weights or {})}
-            coverage = None
-            if mode == "hybrid" and not (weights and "fts" in weights):
-                coverage = term_coverage(self.conn, fq.terms)
-                used_weights["fts"] = keyword_weight(coverage, used_weights["fts"])
-            fused = rrf(lists, used_weights, rrf_k or RRF_K)
-            if rerank:
-                fused = self._rerank(query, fused, rerank_settings, warnings)
-            fused = fused[:limit]
-            results = self._results(fused, fq.terms, mode)
+            # One read transaction: every query below sees the same committed
+            # state, however a writer changes the index meanwhile.
+            self.conn.execute("BEGIN")
+            try:
+                mode, fq, warnings, fused, used_weights, coverage = self._retrieve(
+                    query, mode, limit, filters, weights, rrf_k, depth)
+                keep = max(limit, settings.top_n) if settings else limit
+                pairs = self._results(fused[:keep], fq.terms, mode)
+                candidates = self._candidates(pairs[:settings.top_n]) if settings else []
+            finally:
+                self.conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
+        if settings:
+            pairs = self._rerank(query, pairs, candidates, settings, warnings)
+        pairs = pairs[:limit]
+        results = [r for _, r in pairs]
         response = SearchResponse(query=query, mode=mode, took_ms=0.0, warnings=warnings,
                                   results=results, terms=fq.terms)
         if explain:
@@ -279,32 +274,62 @@ class Index:
                            "vector_rank": f.ranks.get("vector"), "vector_score": _round(f.scores.get("vector")),
                            "fused_score": _round(f.score),
                            "rerank_score": f.rerank, "blended_score": _round(f.blended)}
-                          for r, f in zip(results, fused)],
+                          for f, r in pairs],
             }
         response.took_ms = round((time.perf_counter() - t0) * 1000, 2)
         return response
 
-    def _rerank(self, query: str, fused: list[Fused], settings, warnings: list[str]) -> list[Fused]:
-        from .rerank import Candidate, Reranker, RerankSettings, blend
+    def _retrieve(self, query, mode, limit, filters, weights, rrf_k, depth):
+        has_vectors = self.has_vectors()
+        mode = mode or ("hybrid" if has_vectors else "fts")
+        if mode != "fts" and not has_vectors:
+            raise UnsupportedModeError(
+                f"--mode {mode} needs embeddings, which this index does not have; "
+                "run `vault-search index` (without --no-embed), or use --mode fts")
+        fq = fts_query(query, self.segmenter)
+        warnings = list(fq.warnings)
+        note_depth = max(limit, depth or FUSION_DEPTH) if mode == "hybrid" else limit
+        chunk_depth = max(MIN_CHUNK_DEPTH, note_depth * CHUNKS_PER_RESULT)
+        lists: dict[str, list[ChunkHit]] = {}
+        if mode in ("fts", "hybrid"):
+            lists["fts"] = best_per_note(keyword_hits(self.conn, fq.match, filters, chunk_depth), note_depth)
+        if mode in ("vector", "hybrid") and fq.terms:
+            lists["vector"] = self._vector_list(query, filters, chunk_depth, note_depth, warnings)
+        used_weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+        coverage = None
+        if mode == "hybrid" and not (weights and "fts" in weights):
+            coverage = term_coverage(self.conn, fq.terms)
+            used_weights["fts"] = keyword_weight(coverage, used_weights["fts"])
+        fused = rrf(lists, used_weights, rrf_k or RRF_K)
+        return mode, fq, warnings, fused, used_weights, coverage
 
-        settings = settings or RerankSettings.load()
-        top = fused[:settings.top_n]
-        if not top:
-            return fused
-        ids = [f.chunk_id for f in top]
+    def _candidates(self, pairs):
+        from .rerank import Candidate
+
+        ids = [f.chunk_id for f, _ in pairs]
         rows = {r[0]: r[1:] for r in self.conn.execute(
             f"SELECT c.id, c.hash, n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id "
             f"WHERE c.id IN ({','.join('?' * len(ids))})", ids)}
-        candidates = [Candidate(f"c{i}", *rows[f.chunk_id]) for i, f in enumerate(top, 1) if f.chunk_id in rows]
+        return [Candidate(f"c{i}", *rows[f.chunk_id]) for i, (f, _) in enumerate(pairs, 1) if f.chunk_id in rows]
+
+    def _rerank(self, query, pairs, candidates, settings, warnings):
+        """Reorder the judged head of ``pairs`` (outside any read transaction:
+        the judge may take seconds)."""
+        from .rerank import Reranker, blend
+
+        top = pairs[:settings.top_n]
+        if not top:
+            return pairs
         scores, problem = Reranker(settings, self.conn).judge(query, candidates)
         if problem:
             warnings.append(problem)
-            return fused
-        for i, f in enumerate(top, 1):
+            return pairs
+        for i, (f, result) in enumerate(top, 1):
             f.rerank = scores.get(f"c{i}")
             f.blended = blend(i, len(top), f.rerank if f.rerank is not None else 0.0)
-        reordered = sorted(top, key=lambda f: -f.blended)   # stable: ties keep the fused order
-        return reordered + fused[len(top):]
+            result.scores.rerank = None if f.rerank is None else _round(f.rerank / 10)
+            result.score = _round(f.blended)
+        return sorted(top, key=lambda pair: -pair[0].blended) + pairs[len(top):]   # stable on ties
 
     def _vector_list(self, query, filters, chunk_depth, note_depth, warnings) -> list[ChunkHit]:
         from .vector import allowed_chunk_ids, vector_hits
@@ -320,7 +345,7 @@ class Index:
         pairs = vectors.top_chunks(qvec, chunk_depth, allowed)
         return best_per_note(vector_hits(self.conn, pairs), note_depth)
 
-    def _results(self, fused: list[Fused], terms: list[str], mode: str) -> list[SearchResult]:
+    def _results(self, fused: list[Fused], terms: list[str], mode: str) -> list[tuple[Fused, SearchResult]]:
         if not fused:
             return []
         ids = [f.chunk_id for f in fused]
@@ -328,19 +353,18 @@ class Index:
         rows = {r[0]: r[1:] for r in self.conn.execute(
             f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text
                 FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", ids)}
-        results = []
+        out = []
         for f in fused:
+            if f.chunk_id not in rows:
+                continue  # cannot happen inside one snapshot; never fail a search over it
             path, title, tags, heading, start, end, text = rows[f.chunk_id]
-            scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")),
-                            rerank=None if f.rerank is None else _round(f.rerank / 10))
+            scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")))
             score = {"fts": scores.fts, "vector": scores.vector}.get(mode, _round(f.score))
-            if f.blended is not None:
-                score = _round(f.blended)
-            results.append(SearchResult(
+            out.append((f, SearchResult(
                 path=path, title=title, heading=heading, start_line=start, end_line=end,
                 snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,
-                tags=json.loads(tags), stale=False, uri=self.obsidian_uri(path)))
-        return results
+                tags=json.loads(tags), stale=False, uri=self.obsidian_uri(path))))
+        return out
 
     # -- vectors -----------------------------------------------------------
     @property
