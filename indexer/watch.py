@@ -28,6 +28,7 @@ from .scan import IgnoreRules, is_markdown
 log = logging.getLogger("vault_search.watch")
 
 DEBOUNCE_S = 1.0            # quiet time before a batch is applied
+MAX_DELAY_S = 5.0           # a note saved every half second is still synced this often
 RESCAN_INTERVAL_S = 300.0   # full rescan every 5 minutes
 MAX_PENDING = 5000          # more changed paths than this: one full rescan instead
 EMBED_SLICE = 64            # passages embedded between checks for new changes
@@ -48,11 +49,14 @@ class ChangeSet:
         self.max_pending = max_pending
         self._paths: set[str] = set()
         self._overflow = False
+        self._first = 0.0   # when the oldest pending change arrived
         self._last = 0.0
         self._cond = threading.Condition()
 
     def add(self, rel: str) -> None:
         with self._cond:
+            if not (self._paths or self._overflow):
+                self._first = time.monotonic()
             if self._overflow:
                 pass
             elif len(self._paths) >= self.max_pending:
@@ -65,11 +69,20 @@ class ChangeSet:
     def request_full(self) -> None:
         with self._cond:
             self._overflow, self._paths = True, set()
-            self._last = time.monotonic()
+            self._first = self._last = time.monotonic()
             self._cond.notify_all()
 
-    def take(self, quiet: float, timeout: float) -> tuple[list[str] | None, bool]:
-        """Wait up to ``timeout`` s for changes followed by ``quiet`` s of calm.
+    def put_back(self, paths: list[str] | None) -> None:
+        """Changes a failed sync did not apply: retry them later."""
+        if paths is None:
+            self.request_full()
+        else:
+            for rel in paths:
+                self.add(rel)
+
+    def take(self, quiet: float, timeout: float, max_delay: float = MAX_DELAY_S) -> tuple[list[str] | None, bool]:
+        """Wait up to ``timeout`` s for changes followed by ``quiet`` s of calm
+        (or pending for ``max_delay`` s, so a note saved non-stop is synced too).
 
         Returns (paths, full): ``full`` means rescan everything.
         """
@@ -78,7 +91,7 @@ class ChangeSet:
             while True:
                 now = time.monotonic()
                 if self._paths or self._overflow:
-                    calm_at = self._last + quiet
+                    calm_at = min(self._last + quiet, self._first + max(max_delay, quiet))
                     if now >= calm_at:
                         paths, full = sorted(self._paths), self._overflow
                         self._paths, self._overflow = set(), False
@@ -191,7 +204,9 @@ class Watcher:
             report = self.target.sync(paths=paths, embed=self.embed, embed_limit=EMBED_SLICE)
         except Exception as exc:  # never let one bad batch stop the watcher
             self.last_error = f"{exc.__class__.__name__}: {exc}"
-            log.error("sync failed: %s", self.last_error)
+            log.error("sync failed (will retry): %s", self.last_error)
+            if paths:
+                self.changes.put_back(paths)
             self._stop.wait(min(self.debounce * 5, 5.0))
             return
         self.syncs += 1

@@ -69,7 +69,7 @@ def test_get_whole_note_and_line_ranges(cli, vault):
     assert (data["start_line"], data["end_line"], data["total_lines"]) == (12, len(lines), len(lines))
     assert cli("get", "Home").out.startswith("---\ntitle: Home")  # .md may be left out
     r = cli("get", "Home.md:999")
-    assert r.code == 1 and "past the end" in r.err
+    assert r.code == 2 and "past the end" in r.err
     for bad in ("Home.md:0", "Home.md:5-2"):
         r = cli("get", bad)
         assert r.code == 2 and "bad line range" in r.err, r

@@ -187,9 +187,10 @@ def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain,
     from .results import SearchResponse
 
     text = " ".join(query)
-    rerank_options = {"rerank": "1", "rerank_url": rerank_url, "rerank_model": rerank_model} if rerank else {}
-    data = None if no_server else _ask_server(ctx, text, mode, limit, tags, path, after, before,
-                                               explain or not as_json, rerank_options)
+    # --rerank runs here, with this process's endpoint settings: a server
+    # only ever reranks with its own configuration.
+    data = None if no_server or rerank else _ask_server(ctx, text, mode, limit, tags, path, after, before,
+                                                         explain or not as_json)
     if data is not None:
         response = SearchResponse.from_dict(data)
         if not explain:
@@ -209,7 +210,7 @@ def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain,
         click.echo(render_search(response))
 
 
-def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, extra) -> dict | None:
+def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain) -> dict | None:
     """The server's answer, or None to search in-process (no server, or it failed)."""
     from indexer.config import load_config
 
@@ -222,9 +223,12 @@ def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, extr
     try:
         status, data = request(server, "/search", {"query": text, "mode": mode, "limit": limit, "tag": list(tags),
                                                    "path": path, "after": after, "before": before,
-                                                   "explain": "1" if explain else None, **extra})
+                                                   "explain": "1" if explain else None,
+                                                   "vault": str(config.vault)})
     except (OSError, ValueError):
         return None  # a dead or busy server: answer here instead
+    if status == 409:
+        return None  # server.json pointed at a server for another vault (a reused pid or port)
     if status == 400:
         raise click.UsageError(data.get("error", "bad request"), ctx)
     if status != 200:
@@ -321,10 +325,13 @@ def watch(ctx, interval, debounce, verbose):
 
     _log_to_stderr(verbose)
     _stop_on_sigterm()
+    from indexer.store import db_path
+
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    new_index = not db_path(config.index_dir).exists()
     with Index.open(config=config, create=True) as idx:
         watcher = Watcher(idx, config, interval=interval * 60, debounce=debounce,
-                          embed=idx.model_spec is not None, on_sync=_print_sync)
+                          embed=idx.model_spec is not None or new_index, on_sync=_print_sync)
         click.echo(f"watching {config.vault} (index {config.index_dir}); Ctrl-C to stop", err=True)
         watcher.start()
         try:
@@ -404,7 +411,10 @@ def mcp(ctx, interval):
     from .service import SearchService
 
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
-    run(lambda: SearchService(config=config, interval=interval * 60))
+    # Opened before the protocol starts, so a bad vault or index is a
+    # one-line error here rather than a failed MCP handshake.
+    service = SearchService(config=config, interval=interval * 60)
+    run(lambda: service)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ class Index:
         self._vectors_state = None
         self._db_identity = None
         self._dictionary_size = 0
+        self._embedder_given = embedder is not None
 
     # -- lifecycle ---------------------------------------------------------
     @classmethod
@@ -86,6 +87,7 @@ class Index:
                         pass
         conn = connect(path, create=create or rebuild)
         idx = cls(config, conn, embedder)
+        idx._db_identity = idx._file_identity()
         try:
             if not (create or rebuild):
                 check_schema(conn)
@@ -109,6 +111,22 @@ class Index:
     def close(self) -> None:
         self.conn.close()
 
+    def _file_identity(self):
+        try:
+            st = os.stat(db_path(self.config.index_dir))
+            return st.st_dev, st.st_ino
+        except OSError:
+            return None
+
+    def _switch_to(self, conn: sqlite3.Connection, identity) -> None:
+        self.conn.close()
+        self.conn = conn
+        self._db_identity = identity
+        self._segmenter = None
+        self._vectors = None
+        if not self._embedder_given:
+            self._embedder = None  # a rebuild may have chosen another model
+
     def refresh(self) -> None:
         """For long-lived readers (the server): follow what writers did.
 
@@ -116,19 +134,14 @@ class Index:
         teaches the query segmenter the vault names a sync added to the
         dictionary, so queries keep segmenting like the documents.
         """
-        path = db_path(self.config.index_dir)
-        try:
-            st = os.stat(path)
-            identity = (st.st_dev, st.st_ino)
-        except OSError:
-            identity = None
+        identity = self._file_identity()
         if self._db_identity is None:
             self._db_identity = identity
         elif identity is not None and identity != self._db_identity:
             # `index --rebuild` made a new file: switch once its first sync
             # has committed; until then the old file (still open) answers.
             try:
-                fresh = connect(path)
+                fresh = connect(db_path(self.config.index_dir))
                 check_schema(fresh)
                 ready = get_meta(fresh, "last_sync") is not None
             except (VaultSearchError, sqlite3.DatabaseError):
@@ -136,11 +149,7 @@ class Index:
             if not ready:
                 fresh.close()
                 return
-            self.conn.close()
-            self.conn = fresh
-            self._db_identity = identity
-            self._segmenter = None
-            self._vectors = None
+            self._switch_to(fresh, identity)
             return
         if self._segmenter is not None:
             known = self._dictionary_size
@@ -183,6 +192,14 @@ class Index:
             raise _db_error(exc, self.config) from None
 
     def _sync(self, progress, force, embed, model, embed_progress, embed_limit, paths) -> SyncReport:
+        # A long-lived writer (the watcher) follows an `index --rebuild` made
+        # by another process instead of writing into the deleted file.
+        identity = self._file_identity()
+        if self._db_identity is None:
+            self._db_identity = identity
+        elif identity != self._db_identity:
+            self._switch_to(connect(db_path(self.config.index_dir), create=True), self._file_identity())
+            paths = None  # everything, into the new file
         migrate(self.conn)
         self._check_vault()  # another writer may have rebuilt it for another vault meanwhile
         if paths is not None and not paths:
@@ -429,7 +446,7 @@ class Index:
             shown = f"{first}-{end}" if end is not None else str(first)
             raise UsageValueError(f"bad line range {shown}: lines are numbered from 1, and END must be >= START")
         if first > max(total, 1):
-            raise VaultSearchError(f"{path} has {total} lines; line {first} is past the end")
+            raise UsageValueError(f"{path} has {total} lines; line {first} is past the end")
         last = total if end is None else min(end, total)
         rel = Path(full).relative_to(self.config.vault).as_posix()
         return NoteText(rel, first, last, total, "\n".join(lines[first - 1:last]))

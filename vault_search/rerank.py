@@ -25,6 +25,7 @@ import sqlite3
 import time
 import tomllib
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -76,11 +77,19 @@ class RerankSettings:
             raise RerankConfigError(
                 "--rerank needs an endpoint and a model: set VAULT_SEARCH_RERANK_URL (e.g. "
                 "http://127.0.0.1:11434/v1) and VAULT_SEARCH_RERANK_MODEL, or pass --rerank-url/--rerank-model")
-        settings = cls(url=url.rstrip("/"), model=model, api_key=key or None)
+        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise RerankConfigError(f"the rerank URL must start with http:// or https:// (got {url!r})")
+        settings = cls(url=url.rstrip("/"), model=str(model), api_key=key or None)
         for name in ("top_n", "budget_s", "timeout_s"):
             value = overrides.get(name) if overrides.get(name) is not None else file.get(name)
             if value is not None:
-                setattr(settings, name, type(getattr(settings, name))(value))
+                try:
+                    value = type(getattr(settings, name))(value)
+                except (TypeError, ValueError):
+                    raise RerankConfigError(f"rerank setting {name} must be a number, got {value!r}") from None
+                if value <= 0:
+                    raise RerankConfigError(f"rerank setting {name} must be positive")
+                setattr(settings, name, value)
         return settings
 
 
@@ -117,6 +126,17 @@ def build_messages(query: str, candidates: list[Candidate]) -> list[dict]:
     ids = ", ".join(c.id for c in candidates)
     parts.append(f"Score the relevance of each candidate ({ids}) to the query. Answer with the JSON object only.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect would carry the key and the notes to another address."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, "redirect refused", headers, fp)
+
+
+# No proxies from the environment either: note text goes to the endpoint only.
+_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
 
 
 class JudgeError(Exception):
@@ -186,10 +206,15 @@ class Reranker:
             return
         rows = [(self.settings.model, self._query_key(query), c.chunk_hash, scores[c.id], time.time())
                 for c in candidates if c.id in scores]
+        # A cache write never makes a query wait behind a long index write.
+        (timeout,) = self.conn.execute("PRAGMA busy_timeout").fetchone()
+        self.conn.execute("PRAGMA busy_timeout = 200")
         try:
             self.conn.executemany("INSERT OR REPLACE INTO rerank_cache VALUES (?, ?, ?, ?, ?)", rows)
         except sqlite3.DatabaseError:
             pass  # a read-only or busy index: the scores are just not cached
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
     # -- requests ----------------------------------------------------------
     def _ask(self, query: str, group: list[Candidate], timeout: float) -> dict[str, float]:
@@ -202,7 +227,7 @@ class Reranker:
                                          method="POST")
         self.requests_sent += 1
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with _OPENER.open(request, timeout=timeout) as response:
                 payload = json.loads(response.read().decode("utf-8", "replace"))
         except urllib.error.HTTPError as exc:
             raise JudgeError(f"HTTP {exc.code} from the endpoint") from None

@@ -63,6 +63,7 @@ def split_host(value: str) -> tuple[str, str | None]:
 class _Handler(BaseHTTPRequestHandler):
     server_version = f"vault-search/{__version__}"
     protocol_version = "HTTP/1.1"
+    timeout = 60  # an idle or trickling connection does not hold a thread for ever
 
     def log_message(self, fmt, *args):  # quiet: one debug line per request
         log.debug("%s %s", self.address_string(), fmt % args)
@@ -92,17 +93,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- dispatch ---------------------------------------------------------
     def _handle(self) -> None:
+        # Read the whole declared body first, whatever happens next, so no
+        # byte of it is ever taken for a second request on this connection.
+        raw_length = self.headers.get("Content-Length") or "0"
+        if not raw_length.isdigit():
+            return self._send(400, {"error": "bad Content-Length"}, close=True)
+        length = int(raw_length)
+        if length > MAX_BODY or self.headers.get("Transfer-Encoding"):
+            return self._send(413, {"error": "request body too large or chunked"}, close=True)
+        body_bytes = self.rfile.read(length) if length else b""
         refusal = self._allowed()
         if refusal:
-            return self._send(403, {"error": f"forbidden: {refusal}"})
+            return self._send(403, {"error": f"forbidden: {refusal}"}, close=True)
         url = urlsplit(self.path)
         params: dict = {k: v if len(v) > 1 or k == "tag" else v[0] for k, v in parse_qs(url.query).items()}
         if self.command == "POST":
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                return self._send(413, {"error": "request body too large"})
             try:
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = json.loads(body_bytes or b"{}")
             except (json.JSONDecodeError, UnicodeDecodeError):
                 return self._send(400, {"error": "body is not JSON"})
             if not isinstance(body, dict):
@@ -115,6 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, {"error": f"no endpoint {url.path}; use /search, /get, /status or /health"})
         try:
             self._send(200, route(params))
+        except WrongVaultError as exc:
+            self._send(409, {"error": str(exc)})
         except (UsageValueError, ValueError, TypeError) as exc:
             self._send(400, {"error": str(exc)})
         except PathOutsideVaultError as exc:
@@ -127,12 +136,16 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request failed")
             self._send(500, {"error": f"internal error ({exc.__class__.__name__})"})
 
-    def _send(self, status: int, data: dict) -> None:
+    def _send(self, status: int, data: dict, close: bool = False) -> None:
         body = json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if close or status >= 400:
+            self.close_connection = True
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
@@ -142,28 +155,35 @@ class _Handler(BaseHTTPRequestHandler):
                 "version": __version__}
 
     def _search(self, params) -> dict:
-        query = _one(params, "query", "q") or ""
+        service = self.server.service
+        vault = _text(params, "vault")
+        if vault is not None and vault != str(service.config.vault):
+            raise WrongVaultError(f"this server serves {service.config.vault}, not {vault}")
         tags = params.get("tag", params.get("tags", []))
-        tags = [tags] if isinstance(tags, str) else list(tags)
+        tags = [tags] if isinstance(tags, str) else tags
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise UsageValueError("tag must be a string or a list of strings")
         rerank = _flag(_one(params, "rerank"))
         settings = None
         if rerank:
             from .rerank import RerankSettings
 
-            settings = RerankSettings.load(_one(params, "rerank_url"), _one(params, "rerank_model"))
-        response = self.server.service.search(
-            str(query), mode=_one(params, "mode") or None, limit=int(_one(params, "limit") or 10), tags=tags,
-            path=_one(params, "path") or None, after=_one(params, "after") or None,
-            before=_one(params, "before") or None, explain=_flag(_one(params, "explain")),
-            rerank=rerank, rerank_settings=settings)
+            # The endpoint and key come from the server's own configuration
+            # only: a request never chooses where note text (or the key) goes.
+            settings = RerankSettings.load()
+        response = service.search(
+            _text(params, "query", "q") or "", mode=_text(params, "mode") or None,
+            limit=_int(params, "limit", 10), tags=tags, path=_text(params, "path") or None,
+            after=_text(params, "after") or None, before=_text(params, "before") or None,
+            explain=_flag(_one(params, "explain")), rerank=rerank, rerank_settings=settings)
         return response.to_dict()
 
     def _get(self, params) -> dict:
-        path = _one(params, "path")
+        path = _text(params, "path")
         if not path:
             raise UsageValueError("get needs a path")
-        start, end = _one(params, "start"), _one(params, "end")
-        return self.server.service.get(str(path), int(start) if start else None, int(end) if end else None).to_dict()
+        start, end = _int(params, "start", None), _int(params, "end", None)
+        return self.server.service.get(path, start, end).to_dict()
 
     def _status(self, params) -> dict:
         data = self.server.service.status()
@@ -179,6 +199,32 @@ def _one(params: dict, *names):
         if value is not None:
             return value
     return None
+
+
+class WrongVaultError(UsageValueError):
+    """The client asked for another vault than this server's (409)."""
+
+
+def _text(params: dict, *names) -> str | None:
+    value = _one(params, *names)
+    if value is None:
+        return None
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise UsageValueError(f"{names[0]} must be text")
+    return str(value)
+
+
+def _int(params: dict, name: str, default):
+    value = _one(params, name)
+    if value in (None, ""):
+        return default
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise UsageValueError(f"{name} must be a whole number") from None
+    if not -10**9 < number < 10**9:
+        raise UsageValueError(f"{name} is out of range")
+    return number
 
 
 def _flag(value) -> bool:

@@ -12,6 +12,7 @@ import threading
 import time
 
 from indexer.config import VaultConfig, load_config
+from indexer.store import db_path
 from indexer.watch import DEBOUNCE_S, RESCAN_INTERVAL_S, Watcher
 
 from .index import Index
@@ -26,6 +27,7 @@ class SearchService:
                  embedder=None):
         self.config = config or load_config(vault, index_dir)
         self.started = time.time()
+        new_index = not db_path(self.config.index_dir).exists()
         self.writer = Index.open(config=self.config, create=True, embedder=embedder)
         # Keyword index first and at once, so queries work from the start;
         # embeddings follow in the watcher's thread.
@@ -35,7 +37,9 @@ class SearchService:
         self._lock = threading.Lock()
         self.watcher = None
         if watch:
-            embed = self.writer.model_spec is not None or embedder is not None
+            # A new index gets the default model, as `index` would give it; an
+            # index built with --no-embed stays keyword-only.
+            embed = self.writer.model_spec is not None or embedder is not None or new_index
             self.watcher = Watcher(self.writer, self.config, interval=interval, debounce=debounce, embed=embed,
                                    on_sync=self._logged)
             self.watcher.start(initial_rescan=False)
