@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from .parse import ParsedNote
 
-# multilingual-e5-small (and MiniLM) silently truncate past 512 tokens. The
-# estimate below errs high, and the margin leaves room for the "passage: "
-# prefix, special tokens and a title line prepended at embedding time.
+# multilingual-e5-small (and MiniLM) silently truncate past 512 tokens.
+# With the embedding model's own tokenizer a chunk may use 440 of them,
+# leaving room for the "passage: " prefix, special tokens and the title line
+# prepended at embedding time. Without one (keyword-only indexes) the
+# estimate below is used, with a margin for its error.
 EMBED_WINDOW_TOKENS = 512
 CHUNK_MAX_TOKENS = 400
+CHUNK_MAX_MODEL_TOKENS = 440
 
 HAN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 LATIN_WORD_RE = re.compile(r"[^\W_]+", re.ASCII)
@@ -63,7 +67,10 @@ DATA_URI_RE = re.compile(r"(data:[\w.+-]+/[\w.+-]+;base64,)[A-Za-z0-9+/=]{64,}")
 ELIDED = "…"
 
 
-def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS) -> list[Chunk]:
+def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS,
+               count: Callable[[str], int] = estimate_tokens) -> list[Chunk]:
+    """Chunks of at most ``max_tokens`` as ``count`` measures them (the
+    embedding model's tokenizer when there is one, else ``estimate_tokens``)."""
     lines = [DATA_URI_RE.sub(r"\1" + ELIDED, line) if "base64," in line else line for line in note.lines]
     n = len(lines)
     if note.body_is_empty:
@@ -100,7 +107,7 @@ def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS) -> list[Chu
 
     chunks: list[Chunk] = []
     for start, end, path in merged:
-        for s, e, text in _split_section(lines, start, end, max_tokens):
+        for s, e, text in _split_section(lines, start, end, max_tokens, count):
             if text.strip():
                 chunks.append(Chunk(len(chunks), path, s, e, text))
     return chunks
@@ -118,7 +125,7 @@ def _is_heading_only(lines: list[str], start: int, end: int) -> bool:
     return _content_lines(lines, start, end) == 1 and lines[start - 1].lstrip().startswith("#")
 
 
-def _split_section(lines, start, end, max_tokens):
+def _split_section(lines, start, end, max_tokens, count=estimate_tokens):
     """Yield (first line, last line, text) pieces of at most ``max_tokens``."""
     # Trim blank lines at both ends so line ranges point at text.
     while start < end and not lines[start - 1].strip():
@@ -126,7 +133,7 @@ def _split_section(lines, start, end, max_tokens):
     while end > start and not lines[end - 1].strip():
         end -= 1
     text = "\n".join(lines[start - 1:end])
-    if estimate_tokens(text) <= max_tokens:
+    if count(text) <= max_tokens:
         yield start, end, text
         return
     # Blocks separated by blank lines, packed greedily.
@@ -144,17 +151,17 @@ def _split_section(lines, start, end, max_tokens):
     if len(blocks) == 1:
         blocks = [(i, i) for i in range(start, end + 1) if lines[i - 1].strip()]
         if len(blocks) == 1:
-            yield from _split_line(lines[start - 1], start, max_tokens)
+            yield from _split_line(lines[start - 1], start, max_tokens, count)
             return
     cur_start = cur_end = None
     cur_tokens = 0
     for b_start, b_end in blocks:
-        b_tokens = estimate_tokens("\n".join(lines[b_start - 1:b_end]))
+        b_tokens = count("\n".join(lines[b_start - 1:b_end]))
         if cur_start is not None and cur_tokens + b_tokens > max_tokens:
             yield cur_start, cur_end, "\n".join(lines[cur_start - 1:cur_end])
             cur_start = None
         if b_tokens > max_tokens:
-            yield from _split_section(lines, b_start, b_end, max_tokens)
+            yield from _split_section(lines, b_start, b_end, max_tokens, count)
             continue
         if cur_start is None:
             cur_start, cur_tokens = b_start, 0
@@ -167,7 +174,7 @@ def _split_section(lines, start, end, max_tokens):
 BREAK_AT_RE = re.compile(r"[。！？!?；;]|\.(?=\s)")
 
 
-def _split_line(line: str, line_no: int, max_tokens: int):
+def _split_line(line: str, line_no: int, max_tokens: int, count=estimate_tokens):
     """Cut one very long line into pieces that fit, preferring sentence ends,
     then spaces. Pieces are exact substrings of the line, and the work is
     linear in its length (each cut looks at one window only)."""
@@ -177,7 +184,7 @@ def _split_line(line: str, line_no: int, max_tokens: int):
             start += 1
         if start >= n:
             return
-        end = _fit(line, start, max_tokens)
+        end = _fit(line, start, max_tokens, count)
         if end < n:
             window = line[start:end]
             floor = len(window) * 2 // 3
@@ -192,11 +199,11 @@ def _split_line(line: str, line_no: int, max_tokens: int):
         start = end
 
 
-def _fit(line: str, start: int, max_tokens: int) -> int:
+def _fit(line: str, start: int, max_tokens: int, count=estimate_tokens) -> int:
     """An end such that line[start:end] fits in ``max_tokens`` (estimated)."""
     length = min(len(line) - start, max_tokens * 4)  # at most ~4 characters a token
     while length > 1:
-        tokens = estimate_tokens(line[start:start + length])
+        tokens = count(line[start:start + length])
         if tokens <= max_tokens:
             return start + length
         length = max(1, min(length - 1, int(length * max_tokens / tokens * 0.95)))

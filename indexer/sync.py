@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .chunk import CHUNK_MAX_TOKENS, chunk_note, passage_text
+from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, chunk_note, estimate_tokens, passage_text
 from .config import VaultConfig
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
 from .scan import ScannedFile, scan_paths, scan_vault
@@ -26,7 +26,7 @@ from .store import get_meta, migrate, set_meta
 BATCH_NOTES = 200          # notes per write transaction
 PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
 RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
-CHUNKER_VERSION = f"2/{CHUNK_MAX_TOKENS}"
+CHUNKER_VERSION = f"3/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
 
 Progress = Callable[[int, int], None]
 
@@ -76,15 +76,23 @@ def in_scope(path: str, scope: list[str] | None) -> bool:
 
 def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segmenter | None = None,
                progress: Progress | None = None, force: bool = False,
-               paths: Iterable[str] | None = None) -> SyncReport:
+               paths: Iterable[str] | None = None, token_counter=None) -> SyncReport:
     """Sync the whole vault, or only ``paths`` (vault-relative files or
-    folders that a watcher saw change; what is gone from them is dropped)."""
+    folders that a watcher saw change; what is gone from them is dropped).
+
+    ``token_counter`` (the embedding model's, see ``Embedder.token_counter``)
+    sizes chunks exactly; without it a pessimistic estimate is used.
+    """
     scope = None if paths is None else sorted({p.strip("/") for p in paths if p.strip("/")})
+    if token_counter is not None:
+        chunking = (CHUNK_MAX_MODEL_TOKENS, token_counter, f"{CHUNKER_VERSION}/{token_counter.name}")
+    else:
+        chunking = (CHUNK_MAX_TOKENS, estimate_tokens, f"{CHUNKER_VERSION}/estimate")
     t0 = time.perf_counter()
     migrate(conn)
     report = SyncReport()
     if (get_meta(conn, "segmenter_version") != Segmenter.version
-            or get_meta(conn, "chunker_version") != CHUNKER_VERSION):
+            or get_meta(conn, "chunker_version") != chunking[2]):
         force = bool(get_meta(conn, "segmenter_version")) or force
         report.full_rebuild = force
         scope = None  # a version change means every note, whatever changed
@@ -176,7 +184,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
                 if isinstance(result, str):
                     continue
                 note = parse_note(item.file.path, result[1])
-            rows.append((item, note, _note_rows(note, segmenter)))
+            rows.append((item, note, _note_rows(note, segmenter, chunking)))
         _begin(conn)
         try:
             for item, note, (fts_meta, chunk_rows) in rows:
@@ -213,7 +221,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             report.resegmented = _resegment(conn, segmenter, unsettled, written_ids)
             conn.execute("UPDATE dictionary SET settled = 1 WHERE settled = 0")
         set_meta(conn, "segmenter_version", Segmenter.version)
-        set_meta(conn, "chunker_version", CHUNKER_VERSION)
+        set_meta(conn, "chunker_version", chunking[2])
         set_meta(conn, "vault", str(config.vault))
         report.seconds = time.perf_counter() - t0
         set_meta(conn, "last_sync", json.dumps({
@@ -273,10 +281,11 @@ def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:
             segmenter.segment_text(" \n ".join(note.tags)))
 
 
-def _note_rows(note: ParsedNote, segmenter: Segmenter):
+def _note_rows(note: ParsedNote, segmenter: Segmenter, chunking):
     fts_meta = _fts_meta(note, segmenter)
     chunk_rows = []
-    for chunk in chunk_note(note):
+    max_tokens, count, _ = chunking
+    for chunk in chunk_note(note, max_tokens, count):
         embedded_as = passage_text(note.title, chunk.heading, chunk.text)
         chunk_hash = hashlib.blake2b(embedded_as.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         chunk_rows.append((chunk, chunk_hash, segmenter.segment_text(chunk.heading.replace(" > ", "\n")),

@@ -202,15 +202,19 @@ class Index:
             paths = None  # everything, into the new file
         migrate(self.conn)
         self._check_vault()  # another writer may have rebuilt it for another vault meanwhile
+        embedder = None
+        if embed:
+            embedder = self._embedder_for_writing(model)
+        elif self.model_spec:
+            embedder = self.embedder  # chunks stay sized for the index's model
         if paths is not None and not paths:
             report = SyncReport()
         else:
             report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force,
-                                paths=paths)
+                                paths=paths, token_counter=embedder.token_counter() if embedder else None)
         if embed:
             from indexer.vectors import embedding_pass
 
-            embedder = self._embedder_for_writing(model)
             report.embedding = embedding_pass(self.conn, self.config.index_dir, embedder,
                                               embed_progress, embed_limit)
             self._vectors = None
