@@ -116,13 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
         notes = sum(1 for _ in vault.rglob("*.md"))
 
-        full_index = timed(base + ["index"])
-        noop_best, noop_median = best_of(args.repeat, base + ["index"])
+        full_index = timed(base + ["index", "--no-embed"])
+        noop_best, noop_median = best_of(args.repeat, base + ["index", "--no-embed"])
         changed = next(vault.rglob("飞轮效应.md"))
         single = []
         for i in range(args.repeat):
             changed.write_text(changed.read_text(encoding="utf-8") + f"\n追加一行 {i}\n", encoding="utf-8")
-            single.append(timed(base + ["index"]))
+            single.append(timed(base + ["index", "--no-embed"]))
 
         with Index.open(vault, index) as idx:
             idx.search("预热 warm-up")  # load jieba and the vault's dictionary once
