@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -361,12 +360,3 @@ def _resegment(conn, segmenter: Segmenter, words: list[str], skip_notes: Iterabl
                                              segmenter.segment_text(text), chunk_id))
     return len(done)
 
-
-def index_size_bytes(index_dir: str | os.PathLike) -> int:
-    total = 0
-    for name in os.listdir(index_dir):
-        try:
-            total += os.path.getsize(os.path.join(index_dir, name))
-        except OSError:
-            pass
-    return total

@@ -57,11 +57,9 @@ class ChangeSet:
         with self._cond:
             if not (self._paths or self._overflow):
                 self._first = time.monotonic()
-            if self._overflow:
-                pass
-            elif len(self._paths) >= self.max_pending:
+            if len(self._paths) >= self.max_pending:
                 self._overflow, self._paths = True, set()
-            else:
+            elif not self._overflow:  # after an overflow, a full rescan covers every path
                 self._paths.add(rel)
             self._last = time.monotonic()
             self._cond.notify_all()

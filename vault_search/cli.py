@@ -286,6 +286,15 @@ def _interval_option(f):
                         "events only make changes quicker).")(f)
 
 
+def _wait_for_interrupt() -> None:
+    """Block until Ctrl-C (or SIGTERM, see ``_stop_on_sigterm``)."""
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
 def _stop_on_sigterm() -> None:
     """Let `kill` (SIGTERM) shut a resident command down like Ctrl-C, so it
     removes server.json and closes the index cleanly."""
@@ -335,10 +344,7 @@ def watch(ctx, interval, debounce, verbose):
         click.echo(f"watching {config.vault} (index {config.index_dir}); Ctrl-C to stop", err=True)
         watcher.start()
         try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+            _wait_for_interrupt()
         finally:
             watcher.stop()
 
@@ -384,10 +390,7 @@ def serve(ctx, host, port, interval, no_watch, verbose):
         raise VaultSearchError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port") from None
     click.echo(f"serving {config.vault} on http://{host}:{httpd.server_port} (Ctrl-C to stop)", err=True)
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+        _wait_for_interrupt()
     finally:
         httpd.shutdown()
         remove_server_file(config.index_dir)
