@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # pip would pull a multi-GB CUDA build.
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet --editable '.[dev,sentence-transformers]'
+	$(BIN)/pip install --quiet --editable '.[dev,sentence-transformers,bench]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
