@@ -1,17 +1,26 @@
-"""Index and query speed on a real vault, through the public API and the CLI.
+"""Index and query speed, and how they grow with the vault.
 
-    python -m benchmarks.speed [VAULT]          keyword index (default vault: oldwinter-garden-zh)
-    python -m benchmarks.speed --embed          ... plus embeddings (default model) and hybrid queries
-    python -m benchmarks.speed --vector-rows 10000,100000,1000000
-                                                only: exact vector search time by matrix size
+    python -m benchmarks.speed [--report DIR]   growth study (default sizes 1k, 10k, 100k notes)
+    python -m benchmarks.speed --sizes 1000,10000 --vector-rows 10000,100000
+    python -m benchmarks.speed --vault PATH [--embed]
+                                                one real vault (e.g. oldwinter-garden-zh), optionally
+                                                with embeddings from the default model
+    python -m benchmarks.speed --vector-rows 10000,100000,1000000 --sizes ""
+                                                only vector search time by matrix size
 
-Copies the vault to a temp folder and measures: a full keyword index (whole
-`vault-search index` process), a second `index` with nothing changed, a
-re-index after one note changed, warm in-process query latency (p50/p95
-over Chinese and English queries), and `vault-search search` as a whole new
-process for an English and a Chinese query. With ``--embed``: the embedding
-pass (chunks/s), and warm hybrid and vector query latency with the query
-embedding included.
+Growth study: for each size a vault of real text is sampled from the shared
+vaults and sets (benchmarks/synth.py), then measured: a full keyword index
+(a whole `vault-search index --no-embed` process: seconds, notes/s,
+chunks/s, peak RSS), `index` again with nothing changed, `index` after one
+note changed, query latency warm in-process (keyword, vector, hybrid),
+`vault-search search` as a new process (cold) and through a running
+`vault-search serve`, and the index size on disk. Vector and hybrid timings
+at these sizes use the hash test embedder (dimension 384, as the default
+model's), because embedding 100k notes with the real model takes hours on
+2 cores; the real model's own costs are measured apart: its passage
+throughput (chunks/s) on a sample, and its query embedding time, which a
+real hybrid query adds. Exact vector search time is also measured on
+synthetic matrices up to 1M rows.
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,6 +41,7 @@ from pathlib import Path
 from vault_search import Index
 
 from .metrics import percentile
+from .report import md_table, write_report
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_VAULT = REPO.parent / "shared" / "eval" / "vaults" / "oldwinter-garden-zh"
@@ -39,12 +50,28 @@ ZH_QUERIES = ["飞轮效应", "卡片笔记", "数据库 索引", "如何养成�
               "时间管理", "云原生 容器", "心理学效应", "第二大脑"]
 EN_QUERIES = ["docker compose", "Kubernetes", "Elasticsearch", "obsidian plugin", "MySQL index",
               "dataview query", "git commit", "python", "Map Of Content", "nginx"]
+DEFAULT_SIZES = "1000,10000,100000"
+DEFAULT_VECTOR_ROWS = "10000,100000,1000000"
+SCALE_DIM = 384
+
+
+def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Run a process to completion: (seconds, its peak RSS in MB)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t0
+    err = proc.stderr.read().decode("utf-8", "replace")
+    proc.stdout.close()
+    proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{shlex.join(cmd)} failed ({proc.returncode}): {err.strip()[-500:]}")
+    return elapsed, usage.ru_maxrss / 1024
 
 
 def timed(cmd: list[str], env: dict | None = None) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
-    return time.perf_counter() - t0
+    return run_measured(cmd, env)[0]
 
 
 def best_of(n: int, cmd: list[str]) -> tuple[float, float]:
@@ -52,7 +79,29 @@ def best_of(n: int, cmd: list[str]) -> tuple[float, float]:
     return runs[0], statistics.median(runs)
 
 
-def vector_scaling(sizes: list[int], dim: int = 384, queries: int = 20) -> list[dict]:
+def dir_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def _ms(values: list[float]) -> dict:
+    return {"p50": round(percentile(values, 50), 2), "p95": round(percentile(values, 95), 2)}
+
+
+def warm_latency(idx: Index, modes: list[str], rounds: int = 3) -> dict:
+    idx.search("预热 warm-up", mode=modes[0])
+    out = {}
+    for mode in modes:
+        times = []
+        for _ in range(rounds):
+            for q in ZH_QUERIES + EN_QUERIES:
+                t0 = time.perf_counter()
+                idx.search(q, mode=mode, limit=10)
+                times.append((time.perf_counter() - t0) * 1000)
+        out[mode] = _ms(times)
+    return out
+
+
+def vector_scaling(sizes: list[int], dim: int = SCALE_DIM, queries: int = 20) -> list[dict]:
     """Exact top-k (dot product + argpartition) over synthetic unit vectors."""
     import numpy as np
 
@@ -82,27 +131,201 @@ def vector_scaling(sizes: list[int], dim: int = 384, queries: int = 20) -> list[
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
-    ap.add_argument("--repeat", type=int, default=5, help="runs per CLI measurement")
-    ap.add_argument("--embed", action="store_true", help="also embed (default model) and time hybrid queries")
-    ap.add_argument("--vector-rows", help="only time vector search over synthetic matrices of these sizes")
-    ap.add_argument("--work", type=Path, help="keep the copied vault and its index here (must not exist yet)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+def model_costs(vault: Path, sample: int = 64) -> dict:
+    """The default model's passage throughput on ``sample`` real chunks of
+    ``vault`` (already indexed), and its query embedding time."""
+    from indexer.chunk import passage_text
+    from indexer.embed import get_embedder
 
-    if args.vector_rows:
-        rows = vector_scaling([int(x) for x in args.vector_rows.split(",")])
-        if args.json:
-            print(json.dumps(rows, indent=2))
-        else:
-            print("| rows | matrix MB | load s | top-200 p50 ms | p95 ms |\n|---|---|---|---|---|")
-            for r in rows:
-                print(f"| {r['rows']:,} | {r['matrix_mb']} | {r['load_s']} | {r['top200_ms_p50']} | {r['top200_ms_p95']} |")
-        return 0
+    embedder = get_embedder(None)
+    with Index.open(vault, vault.parent / "index") as idx:
+        rows = idx.conn.execute("SELECT n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id "
+                                "ORDER BY c.id").fetchall()
+    texts = [passage_text(*r) for r in random.Random(3).sample(rows, min(sample, len(rows)))]
+    embedder.embed_query("warm-up")
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), embedder.batch_size):
+        embedder.embed_passages(texts[start:start + embedder.batch_size])
+    seconds = time.perf_counter() - t0
+    times = []
+    for q in ZH_QUERIES + EN_QUERIES:
+        t0 = time.perf_counter()
+        embedder.embed_query(q)
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"model": embedder.spec, "sample_chunks": len(texts), "chunks_per_s": round(len(texts) / seconds, 2),
+            "query_embedding_ms": _ms(times)}
 
+
+class Server:
+    """`vault-search serve --no-watch` for the duration of a block."""
+
+    def __init__(self, base: list[str], index: Path):
+        self.base, self.index = base, index
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.base + ["serve", "--no-watch"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        info = self.index / "server.json"
+        deadline = time.monotonic() + 600
+        while not (info.exists() and json.loads(info.read_text() or "{}").get("pid") == self.proc.pid):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("vault-search serve did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def measure_vault(vault: Path, index: Path, repeat: int, model: str | None, server: bool = True,
+                  change: Path | None = None) -> dict:
+    """Keyword index timings and query latency for one vault."""
+    base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
+    notes = sum(1 for _ in vault.rglob("*.md"))
+    full_s, full_rss = run_measured(base + ["index", "--no-embed"] + (["--model", model] if model else []))
+    noop_best, noop_median = best_of(repeat, base + ["index", "--no-embed"])
+    change = change or min(vault.rglob("*.md"))
+    original = change.read_text(encoding="utf-8")
+    single = []
+    for i in range(repeat):
+        change.write_text(original + f"\n追加一行 appended line {i}\n", encoding="utf-8")
+        single.append(timed(base + ["index", "--no-embed"]))
+    with Index.open(vault, index) as idx:
+        chunks = idx.status().chunks
+        warm = warm_latency(idx, ["fts"])
+    cold_en = best_of(repeat, base + ["search", "docker compose", "--json", "--no-server"])
+    cold_zh = best_of(repeat, base + ["search", "飞轮效应", "--json", "--no-server"])
+    result = {
+        "notes": notes, "chunks": chunks, "vault_mb": round(dir_bytes(vault) / 1048576, 1),
+        "full_index_s": round(full_s, 2), "notes_per_s": round(notes / full_s, 1),
+        "chunks_per_s": round(chunks / full_s, 1), "index_peak_rss_mb": round(full_rss, 1),
+        "noop_index_s": {"best": round(noop_best, 3), "median": round(noop_median, 3)},
+        "one_note_changed_index_s": round(statistics.median(single), 3),
+        "index_mb": round(dir_bytes(index) / 1048576, 1),
+        "warm_ms": warm,
+        "cli_cold_s": {"en": round(cold_en[1], 3), "zh": round(cold_zh[1], 3)},
+    }
+    if server:
+        with Server(base, index):
+            subprocess.run(base + ["search", "warm-up 预热", "--json"], check=True, capture_output=True)
+            via = {"en": [], "zh": []}
+            for _ in range(repeat):
+                via["en"].append(timed(base + ["search", "docker compose", "--json"]))
+                via["zh"].append(timed(base + ["search", "飞轮效应", "--json"]))
+        result["cli_via_server_s"] = {lang: round(statistics.median(v), 3) for lang, v in via.items()}
+    return result
+
+
+def growth(sizes: list[int], work: Path, repeat: int) -> list[dict]:
+    from .report import progress
+    from .synth import load_pool, write_synthetic_vault
+
+    pool = load_pool()
+    points = []
+    with progress("vault sizes", len(sizes)) as tick:
+        for n in sizes:
+            folder = work / f"vault-{n}"
+            vault, index = folder / "vault", folder / "index"
+            if index.exists():
+                shutil.rmtree(index)
+            if not vault.exists():
+                write_synthetic_vault(vault, n, pool=pool)
+            point = measure_vault(vault, index, repeat, f"hash:{SCALE_DIM}")
+            embed_s, embed_rss = run_measured([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index"])
+            with Index.open(vault, index) as idx:
+                point["warm_ms"].update(warm_latency(idx, ["vector", "hybrid"]))
+            point["hash_embedding_pass_s"] = round(embed_s, 2)
+            point["embedding_pass_peak_rss_mb"] = round(embed_rss, 1)
+            point["index_with_vectors_mb"] = round(dir_bytes(index) / 1048576, 1)
+            points.append(point)
+            tick()
+    return points
+
+
+def growth_markdown(data: dict) -> list[str]:
+    sections = []
+    if data.get("growth"):
+        header = ["notes", "chunks", "vault MB", "full index s", "notes/s", "peak RSS MB", "no-change s",
+                  "one change s", "index MB (+vectors)", "fts warm p50/p95 ms", "vector p50 ms", "hybrid p50 ms",
+                  "CLI cold en/zh s", "CLI via server en/zh s"]
+        rows = []
+        for p in data["growth"]:
+            w = p["warm_ms"]
+            rows.append([f"{p['notes']:,}", f"{p['chunks']:,}", p["vault_mb"], p["full_index_s"], p["notes_per_s"],
+                         p["index_peak_rss_mb"], p["noop_index_s"]["median"], p["one_note_changed_index_s"],
+                         f"{p['index_mb']} ({p['index_with_vectors_mb']})",
+                         f"{w['fts']['p50']} / {w['fts']['p95']}", w["vector"]["p50"], w["hybrid"]["p50"],
+                         f"{p['cli_cold_s']['en']} / {p['cli_cold_s']['zh']}",
+                         f"{p['cli_via_server_s']['en']} / {p['cli_via_server_s']['zh']}"])
+        sections.append("Vaults of real text sampled from ../shared/eval (benchmarks/synth.py). Vector and hybrid "
+                        f"latency here use the hash test embedder (dim {SCALE_DIM}); add the real model's query "
+                        "embedding time below for a real hybrid query.\n\n" + md_table(header, rows))
+    if data.get("model"):
+        m = data["model"]
+        sections.append(f"Default model ({m['model']}): {m['chunks_per_s']} chunks/s embedding real chunks "
+                        f"({m['sample_chunks']} sampled); query embedding p50 {m['query_embedding_ms']['p50']} ms, "
+                        f"p95 {m['query_embedding_ms']['p95']} ms.")
+    if data.get("vector_rows"):
+        rows = [[f"{r['rows']:,}", r["matrix_mb"], r["load_s"], r["top200_ms_p50"], r["top200_ms_p95"]]
+                for r in data["vector_rows"]]
+        sections.append(f"Exact vector search over synthetic unit vectors (dim {SCALE_DIM}):\n\n"
+                        + md_table(["rows", "matrix MB", "load s", "top-200 p50 ms", "p95 ms"], rows))
+    return sections
+
+
+def growth_charts(data: dict) -> list:
+    charts = []
+    if data.get("growth"):
+        pts = data["growth"]
+        xs = [p["notes"] for p in pts]
+
+        def latency(plt):
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            for mode in ("fts", "vector", "hybrid"):
+                ax.plot(xs, [p["warm_ms"][mode]["p50"] for p in pts], marker="o", label=f"{mode} warm p50")
+            ax.plot(xs, [p["cli_via_server_s"]["zh"] * 1000 for p in pts], marker="s", label="CLI via server (zh)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("notes")
+            ax.set_ylabel("ms")
+            ax.set_title("Query latency against vault size")
+            ax.legend()
+            return fig
+
+        def index_time(plt):
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            ax.plot(xs, [p["full_index_s"] for p in pts], marker="o", label="full keyword index")
+            ax.plot(xs, [p["noop_index_s"]["median"] for p in pts], marker="o", label="index, nothing changed")
+            ax.plot(xs, [p["one_note_changed_index_s"] for p in pts], marker="o", label="index, one note changed")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("notes")
+            ax.set_ylabel("seconds")
+            ax.set_title("Index time against vault size")
+            ax.legend()
+            return fig
+
+        charts += [("latency", latency), ("index_time", index_time)]
+    if data.get("vector_rows"):
+        rows = data["vector_rows"]
+
+        def vectors(plt):
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            ax.plot([r["rows"] for r in rows], [r["top200_ms_p50"] for r in rows], marker="o")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("matrix rows")
+            ax.set_ylabel("top-200 ms (p50)")
+            ax.set_title("Exact vector search time")
+            return fig
+
+        charts.append(("vectors", vectors))
+    return charts
+
+
+def real_vault(args) -> dict:
+    """The real-vault measurement (keyword, plus embeddings with --embed)."""
     with tempfile.TemporaryDirectory(prefix="vs-speed-") as tmp:
         if args.work:
             args.work.mkdir(parents=True)
@@ -113,91 +336,90 @@ def main(argv: list[str] | None = None) -> int:
             for name in dirs + files:
                 os.chmod(os.path.join(root, name), 0o755)
         index = Path(tmp) / "index"
-        base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
-        notes = sum(1 for _ in vault.rglob("*.md"))
-
-        full_index = timed(base + ["index", "--no-embed"])
-        noop_best, noop_median = best_of(args.repeat, base + ["index", "--no-embed"])
-        changed = next(vault.rglob("飞轮效应.md"))
-        single = []
-        for i in range(args.repeat):
-            changed.write_text(changed.read_text(encoding="utf-8") + f"\n追加一行 {i}\n", encoding="utf-8")
-            single.append(timed(base + ["index", "--no-embed"]))
-
-        with Index.open(vault, index) as idx:
-            idx.search("预热 warm-up")  # load jieba and the vault's dictionary once
-            warm = {"zh": [], "en": []}
-            for _ in range(5):
-                for lang, queries in (("zh", ZH_QUERIES), ("en", EN_QUERIES)):
-                    for q in queries:
-                        t0 = time.perf_counter()
-                        idx.search(q, limit=10)
-                        warm[lang].append((time.perf_counter() - t0) * 1000)
-            chunks = idx.status().chunks
-        cli_en = best_of(args.repeat, base + ["search", "docker compose", "--json"])
-        cli_zh = best_of(args.repeat, base + ["search", "飞轮效应", "--json"])
-        embedding = None
+        change = next(iter(vault.rglob("飞轮效应.md")), None)
+        result = {"vault": str(args.vault), **measure_vault(vault, index, args.repeat, None, server=False,
+                                                           change=change)}
         if args.embed:
+            base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
             t0 = time.perf_counter()
             out = subprocess.run(base + ["index", "--json"], check=True, capture_output=True, text=True).stdout
             embed_total = time.perf_counter() - t0
             report = json.loads(out)["embedding"]
             with Index.open(vault, index) as idx:
-                idx.search("预热 warm-up", mode="hybrid")
-                lat = {"hybrid": [], "vector": []}
-                for _ in range(3):
-                    for mode in lat:
-                        for q in ZH_QUERIES + EN_QUERIES:
-                            t0 = time.perf_counter()
-                            idx.search(q, mode=mode, limit=10)
-                            lat[mode].append((time.perf_counter() - t0) * 1000)
-            cli_hybrid = best_of(args.repeat, base + ["search", "飞轮效应", "--json"])
-            embedding = {
+                lat = warm_latency(idx, ["hybrid", "vector"])
+            cli_hybrid = best_of(args.repeat, base + ["search", "飞轮效应", "--json", "--no-server"])
+            result["embedding"] = {
                 "model": report["model"], "chunks_embedded": report["embedded"],
                 "embed_seconds": round(report["seconds"], 1),
                 "chunks_per_s": round(report["embedded"] / report["seconds"], 2) if report["seconds"] else None,
-                "index_with_vectors_s": round(full_index + embed_total, 1),
-                "warm_hybrid_ms": {"p50": round(percentile(lat["hybrid"], 50), 2),
-                                   "p95": round(percentile(lat["hybrid"], 95), 2)},
-                "warm_vector_ms": {"p50": round(percentile(lat["vector"], 50), 2),
-                                   "p95": round(percentile(lat["vector"], 95), 2)},
+                "index_with_vectors_s": round(result["full_index_s"] + embed_total, 1),
+                "warm_hybrid_ms": lat["hybrid"], "warm_vector_ms": lat["vector"],
                 "cli_hybrid_zh_s": round(cli_hybrid[1], 3),
             }
+    return result
 
-    all_warm = warm["zh"] + warm["en"]
-    result = {
-        "vault": str(args.vault), "notes": notes, "chunks": chunks,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-        "full_index_s": round(full_index, 2),
-        "noop_index_s": {"best": round(noop_best, 3), "median": round(noop_median, 3)},
-        "one_note_changed_index_s": round(statistics.median(single), 3),
-        "warm_query_ms": {"p50": round(percentile(all_warm, 50), 2), "p95": round(percentile(all_warm, 95), 2),
-                          "zh_p50": round(percentile(warm["zh"], 50), 2),
-                          "en_p50": round(percentile(warm["en"], 50), 2)},
-        "cli_search_s": {"en_best": round(cli_en[0], 3), "en_median": round(cli_en[1], 3),
-                         "zh_best": round(cli_zh[0], 3), "zh_median": round(cli_zh[1], 3)},
-        "embedding": embedding,
-    }
-    if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+
+def real_vault_text(r: dict) -> str:
+    lines = [f"{r['notes']} notes, {r['chunks']} chunks",
+             f"full keyword index (whole CLI process):   {r['full_index_s']:.2f} s (peak RSS {r['index_peak_rss_mb']} MB)",
+             f"index again, nothing changed:              {r['noop_index_s']['median']:.3f} s "
+             f"(best {r['noop_index_s']['best']:.3f})",
+             f"index again, one note changed:             {r['one_note_changed_index_s']:.3f} s",
+             f"warm in-process keyword query p50 / p95:   {r['warm_ms']['fts']['p50']} / {r['warm_ms']['fts']['p95']} ms",
+             f"`vault-search search` new process, en/zh:  {r['cli_cold_s']['en']} / {r['cli_cold_s']['zh']} s",
+             f"index size on disk:                        {r['index_mb']} MB"]
+    e = r.get("embedding")
+    if e:
+        lines += [f"embedding pass ({e['model']}): {e['chunks_embedded']} chunks in {e['embed_seconds']} s "
+                  f"= {e['chunks_per_s']} chunks/s",
+                  f"full index with vectors:                   {e['index_with_vectors_s']} s",
+                  f"warm hybrid query p50 / p95:               {e['warm_hybrid_ms']['p50']} / {e['warm_hybrid_ms']['p95']} ms",
+                  f"warm vector query p50 / p95:               {e['warm_vector_ms']['p50']} / {e['warm_vector_ms']['p95']} ms",
+                  f"`vault-search search` new process, hybrid: {e['cli_hybrid_zh_s']} s"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--vault", type=Path, help="measure this real vault instead of the growth study")
+    ap.add_argument("--embed", action="store_true", help="with --vault: also embed (default model), time hybrid")
+    ap.add_argument("--sizes", default=DEFAULT_SIZES, help=f"growth study vault sizes (default {DEFAULT_SIZES})")
+    ap.add_argument("--vector-rows", default=DEFAULT_VECTOR_ROWS,
+                    help=f"synthetic matrix sizes for vector search time (default {DEFAULT_VECTOR_ROWS})")
+    ap.add_argument("--model-sample", type=int, default=64,
+                    help="chunks embedded with the default model to measure its throughput (0: skip)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per repeated measurement")
+    ap.add_argument("--work", type=Path, help="keep vaults and indexes here (synthetic vaults are reused)")
+    ap.add_argument("--report", type=Path, help="write report.md, report.json and charts into this folder")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    command = "python -m benchmarks.speed " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+
+    if args.vault:
+        result = real_vault(args)
+        if args.report:
+            write_report(args.report, f"Speed: {args.vault.name}", command,
+                         ["```\n" + real_vault_text(result) + "\n```"], result)
+        print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else real_vault_text(result))
         return 0
-    print(f"{notes} notes, {chunks} chunks ({result['machine']['cpus']} CPUs, Python {result['machine']['python']})")
-    print(f"full keyword index (whole CLI process):   {result['full_index_s']:.2f} s")
-    print(f"index again, nothing changed:              {noop_median:.3f} s (best {noop_best:.3f})")
-    print(f"index again, one note changed:             {result['one_note_changed_index_s']:.3f} s")
-    print(f"warm in-process query p50 / p95:           {result['warm_query_ms']['p50']:.2f} / "
-          f"{result['warm_query_ms']['p95']:.2f} ms (zh p50 {result['warm_query_ms']['zh_p50']:.2f}, "
-          f"en p50 {result['warm_query_ms']['en_p50']:.2f})")
-    print(f"`vault-search search` new process, en:     {cli_en[1]:.3f} s (best {cli_en[0]:.3f})")
-    print(f"`vault-search search` new process, zh:     {cli_zh[1]:.3f} s (best {cli_zh[0]:.3f})")
-    if embedding:
-        e = embedding
-        print(f"embedding pass ({e['model']}):               {e['chunks_embedded']} chunks in {e['embed_seconds']} s "
-              f"= {e['chunks_per_s']} chunks/s")
-        print(f"full index with vectors:                   {e['index_with_vectors_s']} s")
-        print(f"warm hybrid query p50 / p95:               {e['warm_hybrid_ms']['p50']} / {e['warm_hybrid_ms']['p95']} ms")
-        print(f"warm vector query p50 / p95:               {e['warm_vector_ms']['p50']} / {e['warm_vector_ms']['p95']} ms")
-        print(f"`vault-search search` new process, hybrid: {e['cli_hybrid_zh_s']} s")
+
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    rows = [int(x) for x in args.vector_rows.split(",") if x.strip()]
+    data: dict = {}
+    with tempfile.TemporaryDirectory(prefix="vs-growth-") as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        if sizes:
+            data["growth"] = growth(sizes, work, args.repeat)
+            if args.model_sample:
+                data["model"] = model_costs(work / f"vault-{sizes[0]}" / "vault", args.model_sample)
+    if rows:
+        data["vector_rows"] = vector_scaling(rows)
+    sections = growth_markdown(data)
+    if args.report:
+        write_report(args.report, "Speed and scaling", command, sections, data, growth_charts(data))
+    print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else "\n\n".join(sections))
     return 0
 
 

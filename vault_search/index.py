@@ -25,7 +25,7 @@ from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, co
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
 
 from .filters import SearchFilters, clean_text
-from .fusion import FUSION_DEPTH, RRF_K, Fused, keyword_weight, rrf
+from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
 from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits, term_coverage
 from .query import MAX_QUERY_CHARS, fts_query
 from .results import IndexStatus, NoteText, Scores, SearchResponse, SearchResult
@@ -35,7 +35,7 @@ MODES = ("hybrid", "fts", "vector")
 MAX_LIMIT = 1000
 # Base weights of the two lists in the hybrid; the keyword weight is further
 # scaled by query-word coverage (fusion.keyword_weight).
-DEFAULT_WEIGHTS = {"fts": 1.0, "vector": 1.0}
+DEFAULT_WEIGHTS = {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
 
 
 class UnsupportedModeError(UsageValueError):
