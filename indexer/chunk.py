@@ -47,6 +47,23 @@ class Chunk:
     start_line: int     # 1-based, inclusive
     end_line: int       # 1-based, inclusive
     text: str
+    at: str | None = None   # "YYYY-MM-DDTHH:MM" of a daily-log entry
+
+
+# A daily log: a note named YYYY-MM-DD.md whose entries are headings that
+# start with a time, "### 09:30 — Stand-up" (any level, any dash or none).
+DAILY_NAME_RE = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})\.md$", re.IGNORECASE)
+ENTRY_TIME_RE = re.compile(r"^(\d{1,2}):(\d{2})(?![\d:])")
+
+
+def entry_time(day: str | None, heading_text: str) -> str | None:
+    """The timestamp of a daily-log entry heading, or None."""
+    if not day:
+        return None
+    m = ENTRY_TIME_RE.match(heading_text.strip())
+    if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59:
+        return None
+    return f"{day}T{int(m.group(1)):02d}:{m.group(2)}"
 
 
 def estimate_tokens(text: str) -> int:
@@ -79,37 +96,40 @@ def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS,
             return [Chunk(0, "", 1, max(note.body_start - 1, 1), "")]
         return []
 
-    # Sections: (first line, last line, heading path); line numbers 1-based.
-    sections: list[tuple[int, int, str]] = []
-    stack: list[tuple[int, str]] = []
+    daily = DAILY_NAME_RE.search(note.path)
+    day = f"{daily.group(1)}-{daily.group(2)}-{daily.group(3)}" if daily else None
+    # Sections: (first line, last line, heading path, entry time); 1-based lines.
+    sections: list[tuple[int, int, str, str | None]] = []
+    stack: list[tuple[int, str, str | None]] = []
     starts = [(note.body_start, None)] + [(h.line, h) for h in note.headings]
     for i, (start, heading) in enumerate(starts):
         end = starts[i + 1][0] - 1 if i + 1 < len(starts) else n
         if heading is not None:
             while stack and stack[-1][0] >= heading.level:
                 stack.pop()
-            stack.append((heading.level, heading.text))
+            stack.append((heading.level, heading.text, entry_time(day, heading.text)))
         if end >= start:
-            sections.append((start, end, " > ".join(t for _, t in stack if t)))
+            at = next((t for _, _, t in reversed(stack) if t), None)
+            sections.append((start, end, " > ".join(t for _, t, _ in stack if t), at))
 
     # A heading with nothing under it but blank lines joins the next section,
     # so "# Title" followed by "## Part" does not make a chunk of one line.
-    merged: list[tuple[int, int, str]] = []
+    merged: list[tuple[int, int, str, str | None]] = []
     carry_start = None
-    for i, (start, end, path) in enumerate(sections):
+    for i, (start, end, path, at) in enumerate(sections):
         if i + 1 < len(sections) and _content_lines(lines, start, end) <= 1 \
                 and (_is_heading_only(lines, start, end) or not _has_text(lines, start, end)):
             carry_start = start if carry_start is None else carry_start
             continue
         if carry_start is not None:
             start, carry_start = carry_start, None
-        merged.append((start, end, path))
+        merged.append((start, end, path, at))
 
     chunks: list[Chunk] = []
-    for start, end, path in merged:
+    for start, end, path, at in merged:
         for s, e, text in _split_section(lines, start, end, max_tokens, count):
             if text.strip():
-                chunks.append(Chunk(len(chunks), path, s, e, text))
+                chunks.append(Chunk(len(chunks), path, s, e, text, at))
     return chunks
 
 

@@ -39,6 +39,16 @@ class Heading:
     line: int  # 1-based line in the file
 
 
+@dataclass(frozen=True)
+class Link:
+    """One ``[[wikilink]]`` or ``![[embed]]`` as written."""
+    target: str      # the link path, without #subpath ("" for a link inside the same note)
+    subpath: str     # "#Heading", "#^block-id" or ""
+    alias: str       # the text after "|", or ""
+    embed: bool      # ![[...]]
+    line: int        # 1-based line in the file
+
+
 @dataclass
 class ParsedNote:
     path: str
@@ -48,7 +58,8 @@ class ParsedNote:
     metadata: dict = field(default_factory=dict)
     aliases: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
-    links: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)          # distinct link targets
+    link_records: list[Link] = field(default_factory=list)  # every link, with its line
     headings: list[Heading] = field(default_factory=list)
     date: str | None = None          # ISO "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM"
     warnings: list[str] = field(default_factory=list)
@@ -145,9 +156,19 @@ def parse_note(path: str, text: str) -> ParsedNote:
         [t.lstrip("#") for t in _str_items(meta.get("tags", meta.get("tag")), split_spaces=True)]
         + INLINE_TAG_RE.findall(prose))
     note.tags = [t.strip("/") for t in note.tags if t.strip("/")]
-    note.links = _dedupe([m.group(2).strip() for m in WIKILINK_RE.finditer(prose) if m.group(2).strip()])
+    note.link_records = [
+        Link(_link_target(m.group(2)), (m.group(3) or "").strip(), (m.group(4) or "").strip(), m.group(1) == "!",
+             note.body_start + i)
+        for i, line in enumerate(prose_lines) if "[[" in line for m in WIKILINK_RE.finditer(line)
+        if _link_target(m.group(2)) or m.group(3)]
+    note.links = _dedupe([link.target for link in note.link_records if link.target])
     note.date = _note_date(meta, path)
     return note
+
+
+def _link_target(raw: str) -> str:
+    # Inside a table the alias bar is escaped: [[Note\|alias]].
+    return raw.strip().removesuffix("\\").strip()
 
 
 # Frontmatter is a few fields; anything bigger or deeper is an attack or an

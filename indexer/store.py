@@ -91,7 +91,24 @@ def m005_rerank_cache(db) -> None:
                               pk=("model", "query", "chunk_hash"), not_null={"score"})
 
 
-MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings, m005_rerank_cache]
+def m006_links_entry_times(db) -> None:
+    # Every [[wikilink]] and ![[embed]] with its line; ``target_id`` is the
+    # note it resolves to (NULL: unresolved, or an attachment), recomputed
+    # after each sync as notes come and go (indexer/links.py).
+    # ``kind``: "note", "attachment" (a file that is not a note) or "self"
+    # (``[[#Heading]]`` inside the same note).
+    db["links"].create({"id": int, "source_id": int, "line": int, "target": str, "subpath": str, "alias": str,
+                        "embed": int, "kind": str, "target_id": int}, pk="id",
+                       not_null={"source_id", "line", "target", "kind"},
+                       defaults={"subpath": "", "alias": "", "embed": 0, "kind": "note"})
+    db["links"].create_index(["source_id"])
+    db["links"].create_index(["target_id"])
+    # The date and time of a daily-log entry chunk ("YYYY-MM-DDTHH:MM").
+    db.execute("ALTER TABLE chunks ADD COLUMN at TEXT")
+
+
+MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings, m005_rerank_cache,
+                              m006_links_entry_times]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -19,13 +19,14 @@ from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, chunk_note, estimat
 from .config import VaultConfig
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
 from .scan import ScannedFile, scan_paths, scan_vault
+from .links import is_attachment, resolve_links
 from .segment import Segmenter, user_word_candidates
 from .store import get_meta, migrate, set_meta
 
 BATCH_NOTES = 200          # notes per write transaction
 PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
 RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
-CHUNKER_VERSION = f"3/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
+CHUNKER_VERSION = f"4/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
 
 Progress = Callable[[int, int], None]
 
@@ -196,6 +197,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
                 else:
                     report.added += 1
                 conn.execute("DELETE FROM skipped WHERE path = ?", (item.file.path,))
+            set_meta(conn, "links_resolved", "0")  # until the final pass resolves the new links
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -209,6 +211,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             note_id = existing[path][0]
             _delete_chunks(conn, note_id)
             conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
+            conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
             report.deleted += 1
         conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", skips)
@@ -219,6 +222,10 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         if unsettled:
             report.resegmented = _resegment(conn, segmenter, unsettled, written_ids)
             conn.execute("UPDATE dictionary SET settled = 1 WHERE settled = 0")
+        if report.added or report.updated or report.deleted or get_meta(conn, "links_resolved") != "1":
+            # A new or renamed note can resolve links elsewhere; a deleted one unresolve them.
+            resolve_links(conn)
+            set_meta(conn, "links_resolved", "1")
         set_meta(conn, "segmenter_version", Segmenter.version)
         set_meta(conn, "chunker_version", chunking[2])
         set_meta(conn, "vault", str(config.vault))
@@ -310,14 +317,20 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
         conn.execute(f"UPDATE notes SET {sets} WHERE id = ?", (*values.values(), note_id))
         _delete_chunks(conn, note_id)
         conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
+        conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
     conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)",
                      [(note_id, t.casefold()) for t in note.tags])
+    conn.executemany(
+        "INSERT INTO links (source_id, line, target, subpath, alias, embed, kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(note_id, link.line, link.target, link.subpath, link.alias, int(link.embed),
+          "self" if not link.target else "attachment" if is_attachment(link.target) else "note")
+         for link in note.link_records])
     title, aliases, tags = fts_meta
     for chunk, chunk_hash, heading_tokens, body_tokens in chunk_rows:
         chunk_id = conn.execute(
-            "INSERT INTO chunks (note_id, seq, heading, start_line, end_line, text, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (note_id, chunk.seq, chunk.heading, chunk.start_line, chunk.end_line, chunk.text, chunk_hash),
+            "INSERT INTO chunks (note_id, seq, heading, start_line, end_line, text, hash, at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (note_id, chunk.seq, chunk.heading, chunk.start_line, chunk.end_line, chunk.text, chunk_hash, chunk.at),
         ).lastrowid
         conn.execute("INSERT INTO chunks_fts (rowid, title, aliases, tags, headings, body) "
                      "VALUES (?, ?, ?, ?, ?, ?)", (chunk_id, title, aliases, tags, heading_tokens, body_tokens))

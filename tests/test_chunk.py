@@ -50,3 +50,14 @@ def test_frontmatter_only_note_keeps_one_empty_chunk_and_empty_file_none():
     assert [(c.start_line, c.end_line, c.text) for c in chunks] == [(1, 4, "")]
     assert chunk_note(parse_note("n.md", "")) == []
     assert chunk_note(parse_note("n.md", "\n\n  \n")) == []
+
+
+def test_daily_log_entries_carry_their_date_and_time():
+    text = ("# 2026-11-01\n\nbefore any entry\n\n### 09:30 — Stand-up\nnotes\n\n#### details\nmore\n\n"
+            "### 11:00 数据库迁移\n迁移\n\n### 25:00 not a time\nx\n")
+    chunks = chunk_note(parse_note("memory/2026-11-01.md", text))
+    assert [(c.heading.split(" > ")[-1], c.at) for c in chunks] == [
+        ("2026-11-01", None), ("09:30 — Stand-up", "2026-11-01T09:30"), ("details", "2026-11-01T09:30"),
+        ("11:00 数据库迁移", "2026-11-01T11:00"), ("25:00 not a time", None)]
+    # the same headings outside a daily note are just headings
+    assert all(c.at is None for c in chunk_note(parse_note("notes/log.md", text)))
