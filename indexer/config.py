@@ -21,6 +21,11 @@ INDEX_DIR_ENV = "VAULT_SEARCH_INDEX_DIR"
 # a hundred times over; a bigger ".md" is almost always an export or a dump,
 # and segmenting 20 MB of Han text would stall a sync for tens of seconds.
 DEFAULT_MAX_FILE_MB = 10.0
+# A note is stale when its ``stale_field`` date (when a person or agent last
+# checked it) is older than ``stale_days``, or its ``expiry_field`` date has passed.
+DEFAULT_STALE_FIELD = "last_verified"
+DEFAULT_STALE_DAYS = 30
+DEFAULT_EXPIRY_FIELD = "valid_until"
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,9 @@ class VaultConfig:
     include_dot: tuple[str, ...] = ()
     max_file_bytes: int = int(DEFAULT_MAX_FILE_MB * 1024 * 1024)
     vault_name: str = ""
+    stale_field: str = DEFAULT_STALE_FIELD
+    stale_days: float = DEFAULT_STALE_DAYS
+    expiry_field: str = DEFAULT_EXPIRY_FIELD
     extra: dict = field(default_factory=dict, compare=False)
 
     def with_overrides(self, ignore=(), include_dot=()) -> "VaultConfig":
@@ -73,8 +81,17 @@ def load_config(vault: str | os.PathLike | None = None,
     vault_name = settings.pop("vault_name", root.name)
     if not isinstance(vault_name, str):
         raise ConfigError(f"{root / CONFIG_FILE}: vault_name must be a string")
+    fields = {}
+    for key, default in (("stale_field", DEFAULT_STALE_FIELD), ("expiry_field", DEFAULT_EXPIRY_FIELD)):
+        fields[key] = settings.pop(key, default)
+        if not isinstance(fields[key], str) or not fields[key].strip() or '"' in fields[key]:
+            raise ConfigError(f"{root / CONFIG_FILE}: {key} must be a frontmatter field name")
+    stale_days = settings.pop("stale_days", DEFAULT_STALE_DAYS)
+    if isinstance(stale_days, bool) or not isinstance(stale_days, (int, float)) or stale_days < 0:
+        raise ConfigError(f"{root / CONFIG_FILE}: stale_days must be a number of days (0 or more)")
     return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
-                       max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name, extra=settings)
+                       max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name,
+                       stale_days=float(stale_days), extra=settings, **fields)
 
 
 def _read_settings(path: Path) -> dict:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 from .errors import IndexCorruptError, IndexNotFoundError, IndexVersionError, VaultSearchError
+from .parse import normalize_date
 from .segment import CONNECTORS
 
 DB_NAME = "index.db"
@@ -107,8 +109,15 @@ def m006_links_entry_times(db) -> None:
     db.execute("ALTER TABLE chunks ADD COLUMN at TEXT")
 
 
+def m007_names(db) -> None:
+    # Each note's title, aliases and file name, case-folded (name_key), so a
+    # query that is exactly a note's name finds that note first.
+    db["names"].create({"note_id": int, "key": str, "kind": str}, pk=("note_id", "key"), not_null={"kind"})
+    db["names"].create_index(["key"])
+
+
 MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings, m005_rerank_cache,
-                              m006_links_entry_times]
+                              m006_links_entry_times, m007_names]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -159,10 +168,24 @@ def connect(path: Path, create: bool = False, readonly: bool = False) -> sqlite3
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.create_function("vs_date", 1, sql_date, deterministic=True)
     except sqlite3.DatabaseError as exc:
         raise IndexCorruptError(
             f"cannot open the index {path} ({exc}); run `vault-search index --rebuild`") from None
     return conn
+
+
+def name_key(text: str) -> str:
+    """How a name is compared: Unicode-normalised, case-folded, spaces collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def sql_date(value) -> str | None:
+    """``vs_date(x)`` in SQL: a frontmatter value as an ISO date
+    ("YYYY-MM-DD" or "YYYY-MM-DDTHH:MM"), or NULL when it is not a date."""
+    if value is None or isinstance(value, bytes):
+        return None
+    return normalize_date(str(value))
 
 
 def applied_migrations(conn: sqlite3.Connection) -> list[str]:

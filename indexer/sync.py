@@ -21,7 +21,7 @@ from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
 from .scan import ScannedFile, scan_paths, scan_vault
 from .links import is_attachment, resolve_links
 from .segment import Segmenter, user_word_candidates
-from .store import get_meta, migrate, set_meta
+from .store import get_meta, migrate, name_key, set_meta
 
 BATCH_NOTES = 200          # notes per write transaction
 PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
@@ -212,6 +212,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             _delete_chunks(conn, note_id)
             conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
             conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
+            conn.execute("DELETE FROM names WHERE note_id = ?", (note_id,))
             conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
             report.deleted += 1
         conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", skips)
@@ -318,6 +319,13 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
         _delete_chunks(conn, note_id)
         conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
         conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
+        conn.execute("DELETE FROM names WHERE note_id = ?", (note_id,))
+    stem = note.path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    names = {name_key(stem): "file"}
+    names.update((name_key(a), "alias") for a in note.aliases if name_key(a) not in names)
+    names[name_key(note.title)] = "title"
+    conn.executemany("INSERT OR IGNORE INTO names VALUES (?, ?, ?)",
+                     [(note_id, key, kind) for key, kind in names.items() if key])
     conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)",
                      [(note_id, t.casefold()) for t in note.tags])
     conn.executemany(
