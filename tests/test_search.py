@@ -9,7 +9,7 @@ from vault_search import Index
 from conftest import write
 
 RESULT_KEYS = {"path", "title", "heading", "start_line", "end_line", "snippet", "score", "scores",
-               "tags", "stale", "uri"}
+               "tags", "stale", "uri", "date", "related", "related_to"}
 
 
 @pytest.fixture

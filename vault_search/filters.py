@@ -1,16 +1,118 @@
-"""Search filters (tags, folder, dates) and the SQL that applies them."""
+"""Search filters (tags, folder, dates, frontmatter fields, staleness) and
+the SQL that applies them."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import re
 from dataclasses import dataclass
 
+from indexer.config import VaultConfig
 from indexer.errors import UsageValueError
 from indexer.parse import normalize_date
 
-# A note's date for --after/--before: its frontmatter date, else the daily-log
-# file name (both stored in notes.date at index time), else its mtime.
+# A note's date: its frontmatter date, else the daily-log file name (both
+# stored in notes.date at index time), else its mtime.
 NOTE_DATE_SQL = ("coalesce(n.date, strftime('%Y-%m-%dT%H:%M', n.mtime_ns / 1000000000, "
                  "'unixepoch', 'localtime'))")
+# A chunk's date for --after/--before: a daily-log entry's own date and time,
+# else its note's date.
+CHUNK_DATE_SQL = f"coalesce(c.at, {NOTE_DATE_SQL})"
+WHERE_RE = re.compile(r"^\s*([^=<>!]+?)\s*(>=|<=|!=|=|>|<)\s*(.*?)\s*$", re.S)
+NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``--where`` test on a frontmatter field."""
+    key: str
+    op: str       # = != > < >= <=
+    value: str
+    kind: str     # "date", "number", "bool" or "text"
+
+    @classmethod
+    def parse(cls, text: str) -> "Condition":
+        m = WHERE_RE.match(clean_text(text or ""))
+        if not m or not m.group(1).strip():
+            raise FilterError(f"--where expects KEY=VALUE (or KEY>VALUE, KEY<VALUE, KEY!=VALUE), got {text!r}")
+        key, op, value = m.group(1).strip(), m.group(2), m.group(3)
+        if '"' in key or "\x00" in key:
+            raise FilterError(f"--where: a field name cannot contain quotes or NUL: {key!r}")
+        date = normalize_date(value, strict=True)
+        if date:
+            return cls(key, op, date, "date")
+        if NUMBER_RE.match(value):
+            return cls(key, op, value, "number")
+        if value.casefold() in ("true", "false") and op in ("=", "!="):
+            return cls(key, op, value.casefold(), "bool")
+        if op not in ("=", "!="):
+            raise FilterError(f"--where {key}{op}: compare with > or < against a date or a number, got {value!r}")
+        return cls(key, op, value, "text")
+
+    def sql(self) -> tuple[str, list]:
+        path = f'$."{self.key}"'
+        # json_each walks a list's items, or yields a scalar once: a list
+        # field matches when any item does.
+        if self.kind == "bool":
+            test = "je.type = ?"
+            params = [self.value]
+        elif self.kind == "text":
+            test = "je.type NOT IN ('object', 'array') AND lower(CAST(je.value AS TEXT)) = lower(?)"
+            params = [self.value]
+        elif self.kind == "date":
+            op = "=" if self.op == "!=" else self.op
+            # Compared at the coarser precision, as --after/--before are.
+            test = (f"substr(vs_date(je.value), 1, min(length(vs_date(je.value)), length(?))) {op} "
+                    f"substr(?, 1, min(length(vs_date(je.value)), length(?)))")
+            params = [self.value, self.value, self.value]
+        else:
+            op = "=" if self.op == "!=" else self.op
+            test = f"je.type IN ('integer', 'real') AND je.value {op} ?"
+            params = [float(self.value)]
+        exists = f"EXISTS (SELECT 1 FROM json_each(n.metadata, ?) je WHERE {test})"
+        if self.op == "!=":
+            return f"NOT {exists}", [path, *params]
+        return exists, [path, *params]
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """When a note counts as stale (settings from .vault-search.toml)."""
+    field: str = "last_verified"
+    days: float = 30
+    expiry_field: str = "valid_until"
+
+    @classmethod
+    def from_config(cls, config: VaultConfig) -> "Staleness":
+        return cls(config.stale_field, config.stale_days, config.expiry_field)
+
+    def cutoffs(self, today: dt.date | None = None) -> tuple[str, str]:
+        """(verified before this is stale, valid until before this is stale)."""
+        today = today or dt.date.today()
+        return (today - dt.timedelta(days=self.days)).isoformat(), today.isoformat()
+
+    def sql(self) -> tuple[str, list]:
+        """A condition true for stale notes ``n``."""
+        verified, expired = self.cutoffs()
+        return (f"(vs_date(json_extract(n.metadata, ?)) < ? OR "
+                f"substr(vs_date(json_extract(n.metadata, ?)), 1, 10) < ?)",
+                [f'$."{self.field}"', verified, f'$."{self.expiry_field}"', expired])
+
+    def is_stale(self, metadata: dict) -> bool:
+        verified, expired = self.cutoffs()
+        checked = normalize_date(str(metadata.get(self.field))) if metadata.get(self.field) is not None else None
+        until = normalize_date(str(metadata.get(self.expiry_field))) \
+            if metadata.get(self.expiry_field) is not None else None
+        return bool((checked and checked < verified) or (until and until[:10] < expired))
+
+    @staticmethod
+    def of_json(metadata: str | None) -> dict:
+        try:
+            value = json.loads(metadata or "{}")
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 class FilterError(UsageValueError):
@@ -23,9 +125,12 @@ class SearchFilters:
     path: str | None = None
     after: str | None = None    # inclusive, "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM"
     before: str | None = None   # inclusive at the given precision
+    where: tuple[Condition, ...] = ()
+    exclude_stale: Staleness | None = None
 
     @classmethod
-    def build(cls, tags=(), path=None, after=None, before=None) -> "SearchFilters":
+    def build(cls, tags=(), path=None, after=None, before=None, where=(),
+              exclude_stale: Staleness | None = None) -> "SearchFilters":
         tags = [clean_text(t) for t in tags]
         path = clean_text(path) if path else path
         clean_tags = tuple(t.strip().lstrip("#").strip("/").casefold() for t in tags if t and t.strip("#/ "))
@@ -35,10 +140,14 @@ class SearchFilters:
             while folder.startswith("./"):
                 folder = folder[2:]
             folder = folder.strip("/") or None
-        return cls(clean_tags, folder, _date_arg("--after", after), _date_arg("--before", before))
+        if isinstance(where, str):
+            where = [where]
+        conditions = tuple(Condition.parse(w) for w in where or () if w is not None)
+        return cls(clean_tags, folder, _date_arg("--after", after), _date_arg("--before", before),
+                   conditions, exclude_stale)
 
     def sql(self) -> tuple[str, list]:
-        """A WHERE fragment over notes ``n`` and its parameters."""
+        """A WHERE fragment over notes ``n`` and chunks ``c``, and its parameters."""
         where, params = [], []
         for tag in self.tags:
             # A tag matches itself and its nested tags: "project" finds "project/alpha".
@@ -53,15 +162,23 @@ class SearchFilters:
         # Compared at the coarser of the two precisions, so a note dated by
         # day counts as that whole day (after 09:30 that day includes it).
         if self.after:
-            where.append(f"{NOTE_DATE_SQL} >= substr(?, 1, length({NOTE_DATE_SQL}))")
+            where.append(f"{CHUNK_DATE_SQL} >= substr(?, 1, length({CHUNK_DATE_SQL}))")
             params.append(self.after)
         if self.before:
-            where.append(f"substr({NOTE_DATE_SQL}, 1, ?) <= ?")
+            where.append(f"substr({CHUNK_DATE_SQL}, 1, ?) <= ?")
             params += [len(self.before), self.before]
+        for condition in self.where:
+            sql, values = condition.sql()
+            where.append(sql)
+            params += values
+        if self.exclude_stale:
+            sql, values = self.exclude_stale.sql()
+            where.append(f"NOT coalesce({sql}, 0)")
+            params += values
         return (" AND ".join(where) or "1"), params
 
     def __bool__(self) -> bool:
-        return bool(self.tags or self.path or self.after or self.before)
+        return bool(self.tags or self.path or self.after or self.before or self.where or self.exclude_stale)
 
 
 def clean_text(text: str) -> str:

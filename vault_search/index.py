@@ -24,7 +24,7 @@ from indexer.scan import IgnoreRules, is_markdown
 from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
 
-from .filters import SearchFilters, clean_text
+from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
 from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
 from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits, term_coverage
 from .query import MAX_QUERY_CHARS, fts_query
@@ -33,6 +33,10 @@ from .snippet import make_snippet
 
 MODES = ("hybrid", "fts", "vector")
 MAX_LIMIT = 1000
+MAX_NAME_QUERY_CHARS = 200   # longer queries are sentences, never a note's name
+MAX_NAME_MATCHES = 5
+RELATED_FROM = 3     # --related follows the links of this many top hits
+RELATED_LIMIT = 5    # ... and adds at most this many notes
 # Base weights of the two lists in the hybrid; the keyword weight is further
 # scaled by query-word coverage (fusion.keyword_weight).
 DEFAULT_WEIGHTS = {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
@@ -241,7 +245,9 @@ class Index:
     def search(self, query: str, *, mode: str | None = None, limit: int = 10, tags=(), path: str | None = None,
                after: str | None = None, before: str | None = None, explain: bool = False,
                weights: dict[str, float] | None = None, rrf_k: float | None = None,
-               depth: int | None = None, rerank: bool = False, rerank_settings=None) -> SearchResponse:
+               depth: int | None = None, rerank: bool = False, rerank_settings=None, where=(),
+               exclude_stale: bool = False, recency_half_life: float | None = None,
+               related: bool = False) -> SearchResponse:
         """Search the vault.
 
         ``mode``: ``fts`` (BM25), ``vector`` (embeddings) or ``hybrid`` (both,
@@ -250,13 +256,21 @@ class Index:
         ``rerank``: let an LLM judge the top candidates (``rerank.py``;
         ``rerank_settings`` or the environment say which endpoint); any
         failure leaves the fused order and adds a warning.
+        ``where``: frontmatter conditions (``"type=feedback"``, ``"due<2026-12-01"``);
+        ``exclude_stale``: leave out stale notes (``Staleness``);
+        ``recency_half_life``: days after which a note's score halves (off by default);
+        ``related``: append notes one link away from the top hits, marked ``related``.
+        A query that is exactly a note's title, alias or file name ranks that note first.
         """
         t0 = time.perf_counter()
         query = clean_text(query or "")
         if mode is not None and mode not in MODES:
             raise UnsupportedModeError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         limit = max(1, min(int(limit), MAX_LIMIT))
-        filters = SearchFilters.build(tags, path, after, before)
+        staleness = Staleness.from_config(self.config)
+        filters = SearchFilters.build(tags, path, after, before, where, staleness if exclude_stale else None)
+        if recency_half_life is not None and not recency_half_life > 0:
+            raise UsageValueError(f"--recency-half-life must be a positive number of days, got {recency_half_life}")
         settings = None
         if rerank:
             from .rerank import RerankSettings
@@ -269,8 +283,11 @@ class Index:
             try:
                 mode, fq, warnings, fused, used_weights, coverage = self._retrieve(
                     query, mode, limit, filters, weights, rrf_k, depth)
+                named = self._name_matches(query, filters)
+                fused = _put_first(fused, named, self._first_chunks([n for n, _ in named]))
+                recency = self._apply_recency(fused, recency_half_life) if recency_half_life else {}
                 keep = max(limit, settings.top_n) if settings else limit
-                pairs = self._results(fused[:keep], fq.terms, mode)
+                pairs = self._results(fused[:keep], fq.terms, mode, staleness)
                 candidates = self._candidates(pairs[:settings.top_n]) if settings else []
             finally:
                 self.conn.execute("COMMIT")
@@ -280,6 +297,8 @@ class Index:
             pairs = self._rerank(query, pairs, candidates, settings, warnings)
         pairs = pairs[:limit]
         results = [r for _, r in pairs]
+        if related and results:
+            results += self._related(results, filters, fq.terms, staleness)
         response = SearchResponse(query=query, mode=mode, took_ms=0.0, warnings=warnings,
                                   results=results, terms=fq.terms)
         if explain:
@@ -290,11 +309,16 @@ class Index:
                 "rrf_k": rrf_k or RRF_K,
                 "weights": {k: round(v, 4) for k, v in used_weights.items()},
                 "term_coverage": None if coverage is None else round(coverage, 4),
+                "name_matches": {self._path_of(n): kind for n, kind in named},
+                "recency_half_life": recency_half_life,
                 "ranks": [{"path": r.path,
                            "fts_rank": f.ranks.get("fts"), "fts_score": _round(f.scores.get("fts")),
                            "vector_rank": f.ranks.get("vector"), "vector_score": _round(f.scores.get("vector")),
                            "fused_score": _round(f.score),
-                           "rerank_score": f.rerank, "blended_score": _round(f.blended)}
+                           "rerank_score": f.rerank, "blended_score": _round(f.blended),
+                           **({"name_match": f.name_match} if f.name_match else {}),
+                           **({"date": recency[f.note_id][0], "recency_factor": _round(recency[f.note_id][1])}
+                              if f.note_id in recency else {})}
                           for f, r in pairs],
             }
         response.took_ms = round((time.perf_counter() - t0) * 1000, 2)
@@ -366,25 +390,138 @@ class Index:
         pairs = vectors.top_chunks(qvec, chunk_depth, allowed)
         return best_per_note(vector_hits(self.conn, pairs), note_depth)
 
-    def _results(self, fused: list[Fused], terms: list[str], mode: str) -> list[tuple[Fused, SearchResult]]:
-        if not fused:
-            return []
-        ids = [f.chunk_id for f in fused]
-        marks = ",".join("?" * len(ids))
-        rows = {r[0]: r[1:] for r in self.conn.execute(
-            f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text
-                FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", ids)}
+    def _results(self, fused: list[Fused], terms: list[str], mode: str,
+                 staleness: Staleness) -> list[tuple[Fused, SearchResult]]:
+        rows = self._chunk_rows([f.chunk_id for f in fused])
         out = []
         for f in fused:
             if f.chunk_id not in rows:
                 continue  # cannot happen inside one snapshot; never fail a search over it
-            path, title, tags, heading, start, end, text = rows[f.chunk_id]
             scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")))
-            score = {"fts": scores.fts, "vector": scores.vector}.get(mode, _round(f.score))
-            out.append((f, SearchResult(
-                path=path, title=title, heading=heading, start_line=start, end_line=end,
-                snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,
-                tags=json.loads(tags), stale=False, uri=self.obsidian_uri(path))))
+            # A name match outranks the list it was put on top of: its own
+            # retriever score may be lower than the next result's.
+            score = {"fts": scores.fts, "vector": scores.vector}.get(mode)
+            if score is None:
+                score = _round(f.score)
+            out.append((f, self._result(rows[f.chunk_id], terms, score, scores, staleness)))
+        return out
+
+    def _chunk_rows(self, ids: list[int]) -> dict[int, tuple]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return {r[0]: r[1:] for r in self.conn.execute(
+            f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text, n.metadata,
+                       {CHUNK_DATE_SQL}
+                FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", ids)}
+
+    def _result(self, row: tuple, terms: list[str], score, scores: Scores, staleness: Staleness,
+                **extra) -> SearchResult:
+        path, title, tags, heading, start, end, text, metadata, date = row
+        return SearchResult(
+            path=path, title=title, heading=heading, start_line=start, end_line=end,
+            snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,
+            tags=json.loads(tags), stale=staleness.is_stale(Staleness.of_json(metadata)),
+            uri=self.obsidian_uri(path), date=date, **extra)
+
+    def _path_of(self, note_id: int) -> str | None:
+        row = self.conn.execute("SELECT path FROM notes WHERE id = ?", (note_id,)).fetchone()
+        return row[0] if row else None
+
+    def _first_chunks(self, note_ids: list[int]) -> dict[int, int]:
+        """note id -> its first chunk's id."""
+        if not note_ids:
+            return {}
+        marks = ",".join("?" * len(note_ids))
+        return dict(self.conn.execute(
+            f"SELECT note_id, min(id) FROM chunks WHERE note_id IN ({marks}) GROUP BY note_id", note_ids))
+
+    def _name_matches(self, query: str, filters: SearchFilters) -> list[tuple[int, str]]:
+        """Notes whose title, alias or file name is exactly the query (title
+        matches first, then aliases, then file names; those passing the filters)."""
+        from indexer.store import name_key
+
+        key = name_key(query)
+        if not key or len(key) > MAX_NAME_QUERY_CHARS:
+            return []
+        where, params = filters.sql()
+        rows = self.conn.execute(
+            f"""SELECT DISTINCT nm.note_id, nm.kind FROM names nm JOIN notes n ON n.id = nm.note_id
+                JOIN chunks c ON c.note_id = n.id
+                WHERE nm.key = ? AND {where}""", [key, *params]).fetchall()
+        order = {"title": 0, "alias": 1, "file": 2}
+        best: dict[int, str] = {}
+        for note_id, kind in rows:
+            if note_id not in best or order[kind] < order[best[note_id]]:
+                best[note_id] = kind
+        return sorted(best.items(), key=lambda item: (order[item[1]], item[0]))[:MAX_NAME_MATCHES]
+
+    def _apply_recency(self, fused: list[Fused], half_life: float) -> dict[int, tuple[str, float]]:
+        """Multiply each fused score by 0.5 ** (age in days / half_life), the
+        age taken from the result chunk's date (a daily-log entry's time,
+        else the note's frontmatter date, else its file's mtime); re-sorts
+        ``fused`` in place (name matches stay first). Returns note id ->
+        (date, factor)."""
+        import datetime as dt
+
+        rows = self._chunk_rows([f.chunk_id for f in fused])
+        now = dt.datetime.now()
+        out = {}
+        for f in fused:
+            row = rows.get(f.chunk_id)
+            if row is None or not row[-1]:
+                continue
+            date = row[-1]
+            try:
+                when = dt.datetime.fromisoformat(date if "T" in date else date + "T12:00")
+            except ValueError:
+                continue
+            age_days = max((now - when).total_seconds() / 86400, 0.0)
+            factor = 0.5 ** (age_days / half_life)
+            f.score *= factor
+            out[f.note_id] = (date, factor)
+        fused.sort(key=lambda f: (f.name_match is None, -f.score))
+        return out
+
+    def _related(self, hits: list[SearchResult], filters: SearchFilters, terms: list[str],
+                 staleness: Staleness) -> list[SearchResult]:
+        """Notes one link away (out or back) from the top hits, not hits
+        themselves, in the order of the hit they connect to, then by how many
+        of the top hits they connect to."""
+        top = [h.path for h in hits[:RELATED_FROM]]
+        seen = {h.path for h in hits}
+        ids = {p: i for i, p in self.conn.execute(
+            f"SELECT id, path FROM notes WHERE path IN ({','.join('?' * len(top))})", top)}
+        found: dict[int, list] = {}   # note id -> [first hit index, connections, hit path]
+        for i, path in enumerate(top):
+            hit_id = ids.get(path)
+            if hit_id is None:
+                continue
+            for (other,) in self.conn.execute(
+                    "SELECT target_id FROM links WHERE source_id = ? AND target_id IS NOT NULL "
+                    "UNION SELECT source_id FROM links WHERE target_id = ?", (hit_id, hit_id)):
+                if other == hit_id:
+                    continue
+                entry = found.setdefault(other, [i, 0, path])
+                entry[1] += 1
+        if not found:
+            return []
+        where, params = filters.sql()
+        marks = ",".join("?" * len(found))
+        first = dict(self.conn.execute(
+            f"""SELECT n.id, min(c.id) FROM notes n JOIN chunks c ON c.note_id = n.id
+                WHERE n.id IN ({marks}) AND {where} GROUP BY n.id""", [*found, *params]))
+        rows = self._chunk_rows(list(first.values()))
+        order = sorted(first, key=lambda n: (found[n][0], -found[n][1], n))
+        out = []
+        for note_id in order:
+            row = rows.get(first[note_id])
+            if row is None or row[0] in seen:
+                continue
+            out.append(self._result(row, terms, 0.0, Scores(), staleness, related=True,
+                                    related_to=found[note_id][2]))
+            if len(out) == RELATED_LIMIT:
+                break
         return out
 
     # -- vectors -----------------------------------------------------------
@@ -503,6 +640,9 @@ class Index:
                 segmenter_version=get_meta(self.conn, "segmenter_version"),
                 tool_version=indexer.__version__,
                 warnings=warnings[:warnings_limit],
+                links=q("SELECT count(*) FROM links WHERE kind = 'note'").fetchone()[0],
+                unresolved_links=q("SELECT count(*) FROM links WHERE kind = 'note' AND target_id IS NULL")
+                .fetchone()[0],
                 **self._vector_status())
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
@@ -531,6 +671,26 @@ def _round(value: float | None) -> float | None:
     """Six significant digits: BM25 scores of very common words are tiny
     (FTS5 floors their IDF), and rounding to decimals would show 0."""
     return None if value is None else float(f"{value:.6g}")
+
+
+def _put_first(fused: list[Fused], named: list[tuple[int, str]], first_chunks: dict[int, int]) -> list[Fused]:
+    """``fused`` with the notes named by the query moved (or added) to the
+    front, scored as the best result, so scores still descend."""
+    if not named:
+        return fused
+    by_note = {f.note_id: f for f in fused}
+    top_score = fused[0].score if fused else 1.0
+    front = []
+    for note_id, kind in named:
+        f = by_note.pop(note_id, None)
+        if f is None:
+            if note_id not in first_chunks:
+                continue  # an empty note: nothing to show
+            f = Fused(note_id, 0.0, first_chunks[note_id])
+        f.score = max(f.score, top_score)
+        f.name_match = kind
+        front.append(f)
+    return front + [f for f in fused if f.note_id in by_note]
 
 
 def _without_heading_line(text: str) -> str:

@@ -29,6 +29,9 @@ class SearchResult:
     tags: list[str]
     stale: bool
     uri: str
+    date: str | None = None         # the daily-log entry's time, else the note's date
+    related: bool = False           # added by --related: one link away from a hit, not a hit itself
+    related_to: str | None = None   # with related: the hit it links to or from
 
 
 @dataclass
@@ -91,6 +94,8 @@ class IndexStatus:
     embedded_chunks: int = 0
     waiting_chunks: int = 0           # chunks that still need a vector
     vectors: str | None = None        # "ok (N rows)" or what is wrong with the vectors file
+    links: int = 0                    # [[wikilinks]] to notes
+    unresolved_links: int = 0         # ... that point at no note
 
     def to_dict(self) -> dict:
         return asdict(self)
