@@ -9,8 +9,8 @@ A link path is matched case-insensitively, with or without ``.md``:
    alphabetical order (Obsidian writes the shortest path that is unique, so
    a bare name that several notes share means the one nearest the root);
 4. by an alias from a note's frontmatter.
-A link to a file that is not a note (``![[diagram.png]]``) is an attachment,
-never counted as unresolved.
+A link that resolves to no note but names a file (``![[diagram.png]]``,
+``[[board.canvas]]``) is an attachment, never counted as unresolved.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ def _key(path: str) -> str:
 
 
 def is_attachment(target: str) -> bool:
-    """A link to a file with an extension other than .md (an image, a PDF)."""
+    """Whether a link that resolves to no note names a file (``diagram.png``,
+    ``board.canvas``) rather than a missing note."""
     name = target.rsplit("/", 1)[-1]
     ext = name.rsplit(".", 1)[-1].casefold() if "." in name else ""
-    return bool(ext) and ext != "md" and 1 <= len(ext) <= 5 and ext.isalnum() and not ext.isdigit()
+    return bool(ext) and ext != "md" and len(ext) <= 10 and ext.isalnum() and not ext.isdigit()
 
 
 @dataclass
@@ -87,9 +88,13 @@ def resolve_links(conn: sqlite3.Connection) -> int:
     resolver = Resolver.load(conn)
     paths = dict(conn.execute("SELECT id, path FROM notes"))
     changes = []
-    for link_id, source_id, target, old in conn.execute("SELECT id, source_id, target, target_id FROM links"):
-        new = resolver.resolve(target, paths.get(source_id, "")) if target else None
-        if new != old:
-            changes.append((new, link_id))
-    conn.executemany("UPDATE links SET target_id = ? WHERE id = ?", changes)
+    for link_id, source_id, target, old, old_kind in conn.execute(
+            "SELECT id, source_id, target, target_id, kind FROM links"):
+        if not target:
+            continue  # [[#Heading]]: a place in the same note
+        new = resolver.resolve(target, paths.get(source_id, ""))
+        kind = "note" if new is not None or not is_attachment(target) else "attachment"
+        if new != old or kind != old_kind:
+            changes.append((new, kind, link_id))
+    conn.executemany("UPDATE links SET target_id = ?, kind = ? WHERE id = ?", changes)
     return len(changes)

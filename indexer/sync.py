@@ -19,7 +19,7 @@ from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, chunk_note, estimat
 from .config import VaultConfig
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
 from .scan import ScannedFile, scan_paths, scan_vault
-from .links import is_attachment, resolve_links
+from .links import resolve_links
 from .segment import Segmenter, user_word_candidates
 from .store import get_meta, migrate, name_key, set_meta
 
@@ -331,7 +331,7 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
     conn.executemany(
         "INSERT INTO links (source_id, line, target, subpath, alias, embed, kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
         [(note_id, link.line, link.target, link.subpath, link.alias, int(link.embed),
-          "self" if not link.target else "attachment" if is_attachment(link.target) else "note")
+          "self" if not link.target else "note")
          for link in note.link_records])
     title, aliases, tags = fts_meta
     for chunk, chunk_hash, heading_tokens, body_tokens in chunk_rows:

@@ -10,7 +10,7 @@ from conftest import CLI, REPO, write
 def test_index_search_json_and_exit_codes(cli):
     r = cli("index", "--no-embed")
     assert r.code == 0, r
-    assert re.search(r"19 notes scanned: 19 added", r.out)
+    assert re.search(r"21 notes scanned: 21 added", r.out)
     r = cli("search", "tea ceremony", "--json")
     assert r.code == 0, r
     data = r.json()
@@ -93,10 +93,10 @@ def test_get_refuses_paths_outside_the_vault(cli, vault, tmp_path):
 def test_status_reports_counts_location_and_versions(cli, index_dir):
     cli("index", "--no-embed")
     data = cli("status", "--json").json()
-    assert data["notes"] == 19 and data["chunks"] > 19
+    assert data["notes"] == 21 and data["chunks"] > 21
     assert data["index_dir"] == str(index_dir)
     assert data["schema_version"] == 7 and data["segmenter_version"].startswith("1/")
-    assert data["last_sync"]["added"] == 19
+    assert data["last_sync"]["added"] == 21
     text = cli("status").out
     assert "notes:" in text and str(index_dir) in text and "last sync:" in text
 
@@ -104,7 +104,7 @@ def test_status_reports_counts_location_and_versions(cli, index_dir):
 def test_index_progress_is_quiet_when_piped_and_json_report(cli):
     r = cli("index", "--no-embed", "--json")
     report = json.loads(r.out)
-    assert report["added"] == 19 and report["warnings"] == []
+    assert report["added"] == 21 and report["warnings"] == []
     assert "Indexing" not in r.out + r.err
 
 

@@ -200,7 +200,7 @@ def test_server_answers_like_the_cli_and_follows_edits(server, cli):
     status, note = http(port, "/get?path=memory/2026-11-01.md&start=3&end=3")
     assert status == 200 and note["text"] == "### 09:30 — Stand-up"
     status, st = http(port, "/status")
-    assert status == 200 and st["notes"] == 19 and st["server"]["watching"]
+    assert status == 200 and st["notes"] == 21 and st["server"]["watching"]
 
     t0 = time.monotonic()
     write(vault / "Notes/fresh.md", "# Fresh\nthe wombat arrives\n")
@@ -306,7 +306,7 @@ def test_mcp_server_over_stdio(vault, index_dir):
                                                                 str(index_dir), "mcp"])
         async with Client(params, read_timeout_seconds=60) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"search", "get", "status"}
+            assert set(tools) == {"search", "get", "links", "status"}
             assert "fallback" in tools["search"].description or "do not know" in tools["search"].description
             assert "do not already know" in client.instructions
             found = await client.call_tool("search", {"query": "tea ceremony", "limit": 3})
@@ -317,7 +317,7 @@ def test_mcp_server_over_stdio(vault, index_dir):
                                                    "end": r0["end_line"]})
             assert "tea ceremony" in lines.structured_content["text"]
             status = await client.call_tool("status", {})
-            assert status.structured_content["notes"] == 19
+            assert status.structured_content["notes"] == 21
             refused = await client.call_tool("get", {"path": "../../etc/passwd"})
             assert refused.is_error and "outside the vault" in refused.content[0].text
             # Picks up vault changes during the session.

@@ -22,11 +22,11 @@ def search_paths(vault, index_dir, query, **kw):
 
 def test_first_sync_then_nothing_changed(vault, index_dir):
     first = sync(vault, index_dir)
-    assert first.added == 19 and first.chunks_written > 20
+    assert first.added == 21 and first.chunks_written > 20
     assert not first.warnings
     second = sync(vault, index_dir)
     assert (second.added, second.updated, second.deleted, second.touched, second.chunks_written) == (0, 0, 0, 0, 0)
-    assert second.unchanged == 19
+    assert second.unchanged == 21
 
 
 def test_touch_without_change_rehashes_but_does_not_reparse(vault, index_dir):
@@ -67,7 +67,7 @@ def test_segmenter_version_change_forces_resegmentation(vault, index_dir):
     with Index.open(vault, index_dir) as idx:
         set_meta(idx.conn, "segmenter_version", "0/old")
     report = sync(vault, index_dir)
-    assert report.full_rebuild and report.updated == 19
+    assert report.full_rebuild and report.updated == 21
     with Index.open(vault, index_dir) as idx:
         assert get_meta(idx.conn, "segmenter_version") == Segmenter.version
 

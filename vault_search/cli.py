@@ -155,12 +155,24 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
               help="Retriever (default: hybrid when vectors exist, else fts).")
 @click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="How many notes to return.")
-@click.option("--json", "as_json", is_flag=True, help="Print results as JSON (the stable schema).")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON (the stable schema); = --format json.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "paths", "md"]), default=None,
+              help="text (default: coloured on a terminal), json, paths (one per line) or md (a Markdown list).")
 @click.option("--tag", "tags", multiple=True, metavar="TAG",
               help="Only notes with this tag or a tag nested under it (repeatable: all must match).")
 @click.option("--path", metavar="FOLDER", help="Only notes under this folder (vault-relative).")
-@click.option("--after", metavar="DATE", help="Only notes dated on or after DATE (YYYY-MM-DD[ HH:MM]).")
-@click.option("--before", metavar="DATE", help="Only notes dated on or before DATE.")
+@click.option("--after", metavar="DATE",
+              help="Only notes (daily-log entries) dated on or after DATE (YYYY-MM-DD[ HH:MM]).")
+@click.option("--before", metavar="DATE", help="Only notes (daily-log entries) dated on or before DATE.")
+@click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
+              help="Only notes whose frontmatter KEY equals VALUE (a list field: contains it); also KEY!=VALUE, "
+                   "and KEY>VALUE / KEY<VALUE for dates and numbers. Repeatable: all must hold.")
+@click.option("--exclude-stale", is_flag=True,
+              help="Leave out stale notes (last_verified too old, or valid_until passed; see README).")
+@click.option("--recency-half-life", type=click.FloatRange(min=0, min_open=True), metavar="DAYS",
+              help="Favour recent notes: a note's score halves every DAYS days of age (off by default).")
+@click.option("--related", is_flag=True,
+              help="After the hits, list notes one link away from the top hits (marked related).")
 @click.option("--explain", is_flag=True,
               help="Show the FTS query, each retriever's rank and score, and the fused score.")
 @click.option("--rerank", is_flag=True,
@@ -171,8 +183,8 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
 @click.option("--no-server", is_flag=True,
               help="Search in this process even when `vault-search serve` runs for the vault.")
 @click.pass_context
-def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain, rerank, rerank_url,
-           rerank_model, no_server):
+def search(ctx, query, mode, limit, as_json, fmt, tags, path, after, before, where, exclude_stale,
+           recency_half_life, related, explain, rerank, rerank_url, rerank_model, no_server):
     """Search the vault. QUERY is plain text, never syntax: any string is safe.
 
     When `vault-search serve` runs for this vault, the search is sent to it
@@ -182,15 +194,19 @@ def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain,
     Examples:
       vault-search search 数据库 索引
       vault-search search "rate limit" --tag project --after 2026-01-01 --json
+      vault-search search 部署 --where type=feedback --exclude-stale --format md
     """
-    from .render import render_search
+    from .render import render_markdown, render_paths, render_search
     from .results import SearchResponse
 
     text = " ".join(query)
+    fmt = fmt or ("json" if as_json else "text")
+    options = {"where": list(where), "exclude_stale": exclude_stale, "recency_half_life": recency_half_life,
+               "related": related}
     # --rerank runs here, with this process's endpoint settings: a server
     # only ever reranks with its own configuration.
     data = None if no_server or rerank else _ask_server(ctx, text, mode, limit, tags, path, after, before,
-                                                         explain or not as_json)
+                                                         explain or fmt == "text", options)
     if data is not None:
         response = SearchResponse.from_dict(data)
         if not explain:
@@ -203,14 +219,25 @@ def search(ctx, query, mode, limit, as_json, tags, path, after, before, explain,
             settings = RerankSettings.load(rerank_url, rerank_model)
         with _open(ctx) as idx:
             response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path, after=after,
-                                  before=before, explain=explain, rerank=rerank, rerank_settings=settings)
-    if as_json:
+                                  before=before, explain=explain, rerank=rerank, rerank_settings=settings,
+                                  **options)
+    if fmt == "json":
         click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
+    elif fmt == "paths":
+        if response.results:
+            click.echo(render_paths(response))
+        for warning in response.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    elif fmt == "md":
+        if response.results:
+            click.echo(render_markdown(response))
+        for warning in response.warnings:
+            click.echo(f"warning: {warning}", err=True)
     else:
         click.echo(render_search(response))
 
 
-def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain) -> dict | None:
+def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, options) -> dict | None:
     """The server's answer, or None to search in-process (no server, or it failed)."""
     from indexer.config import load_config
 
@@ -224,6 +251,10 @@ def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain) -> d
         status, data = request(server, "/search", {"query": text, "mode": mode, "limit": limit, "tag": list(tags),
                                                    "path": path, "after": after, "before": before,
                                                    "explain": "1" if explain else None,
+                                                   "where": options["where"],
+                                                   "exclude_stale": "1" if options["exclude_stale"] else None,
+                                                   "recency_half_life": options["recency_half_life"],
+                                                   "related": "1" if options["related"] else None,
                                                    "vault": str(config.vault)})
     except (OSError, ValueError):
         return None  # a dead or busy server: answer here instead
@@ -263,6 +294,59 @@ def get(ctx, location, as_json):
         click.echo(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
     else:
         click.echo(note.text)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print {path, outlinks, backlinks, unresolved} as JSON.")
+@click.pass_context
+def links(ctx, path, as_json):
+    """List a note's links: outgoing (and where each resolves), backlinks, unresolved.
+
+    \b
+    Example:
+      vault-search links "Notes/Reading/卡片笔记写作法.md"
+    """
+    with _open(ctx) as idx:
+        data = idx.links(path)
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    click.echo(click.style(data["path"], bold=True))
+
+    def shown(link):
+        text = link["target"] + link["subpath"]
+        text = ("!" if link["embed"] else "") + f"[[{text}" + (f"|{link['alias']}" if link["alias"] else "") + "]]"
+        return text
+
+    click.echo(click.style(f"outlinks ({len(data['outlinks'])}):", bold=True))
+    for link in data["outlinks"]:
+        where = (link["path"] if link["path"] else
+                 {"attachment": "(attachment)", "self": "(this note)"}.get(link["kind"], click.style("unresolved",
+                                                                                                  fg="red")))
+        click.echo(f"  {link['line']:>4}  {shown(link)} → {where}")
+    click.echo(click.style(f"backlinks ({len(data['backlinks'])}):", bold=True))
+    for link in data["backlinks"]:
+        click.echo(f"  {link['path']}:{link['line']}  {shown(link)}")
+    click.echo(click.style(f"unresolved ({len(data['unresolved'])}):", bold=True))
+    for link in data["unresolved"]:
+        click.echo(f"  {link['line']:>4}  {shown(link)}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print [{tag, notes}] as JSON.")
+@click.option("-n", "--limit", type=click.IntRange(1), default=None, help="Only the most used tags.")
+@click.pass_context
+def tags(ctx, as_json, limit):
+    """List the vault's tags with how many notes carry each (a parent tag
+    counts the notes of its nested tags)."""
+    with _open(ctx) as idx:
+        rows = idx.tags()[:limit]
+    if as_json:
+        click.echo(json.dumps([{"tag": t, "notes": n} for t, n in rows], ensure_ascii=False, indent=2))
+        return
+    for tag, count in rows:
+        click.echo(f"{count:>6}  #{tag}")
 
 
 @main.command()

@@ -424,6 +424,52 @@ class Index:
             tags=json.loads(tags), stale=staleness.is_stale(Staleness.of_json(metadata)),
             uri=self.obsidian_uri(path), date=date, **extra)
 
+    def links(self, path: str) -> dict:
+        """A note's outgoing links (resolved or not), its backlinks, and
+        which of its links resolve to no note."""
+        rel = self._note_path(path)
+        note_id = self.conn.execute("SELECT id FROM notes WHERE path = ?", (rel,)).fetchone()[0]
+        out = [{"line": line, "target": target, "subpath": subpath, "alias": alias, "embed": bool(embed),
+                "kind": kind, "path": target_path}
+               for line, target, subpath, alias, embed, kind, target_path in self.conn.execute(
+                   """SELECT l.line, l.target, l.subpath, l.alias, l.embed, l.kind, t.path
+                      FROM links l LEFT JOIN notes t ON t.id = l.target_id
+                      WHERE l.source_id = ? ORDER BY l.line, l.id""", (note_id,))]
+        back = [{"path": source, "line": line, "target": target, "subpath": subpath, "alias": alias,
+                 "embed": bool(embed)}
+                for source, line, target, subpath, alias, embed in self.conn.execute(
+                    """SELECT s.path, l.line, l.target, l.subpath, l.alias, l.embed
+                       FROM links l JOIN notes s ON s.id = l.source_id
+                       WHERE l.target_id = ? AND l.source_id != ? ORDER BY s.path, l.line""", (note_id, note_id))]
+        return {"path": rel, "outlinks": out, "backlinks": back,
+                "unresolved": [link for link in out if link["kind"] == "note" and link["path"] is None]}
+
+    def tags(self) -> list[tuple[str, int]]:
+        """Every tag with how many notes carry it (nested tags count for
+        their parents too: "project" counts notes tagged "project/alpha"),
+        most used first."""
+        counts: dict[str, set[int]] = {}
+        for note_id, tag in self.conn.execute("SELECT note_id, tag FROM note_tags"):
+            parts = tag.split("/")
+            for i in range(1, len(parts) + 1):
+                counts.setdefault("/".join(parts[:i]), set()).add(note_id)
+        return sorted(((t, len(ids)) for t, ids in counts.items()), key=lambda item: (-item[1], item[0]))
+
+    def _note_path(self, path: str) -> str:
+        """The vault path of an indexed note named by ``path`` (vault-relative,
+        with or without .md, or absolute inside the vault)."""
+        given = path.replace("\\", "/").strip()
+        while given.startswith("./"):
+            given = given[2:]
+        for candidate in (given, given + ".md"):
+            if self.conn.execute("SELECT 1 FROM notes WHERE path = ?", (candidate,)).fetchone():
+                return candidate
+        real = self.resolve_path(path)  # absolute paths; refuses anything outside the vault
+        rel = os.path.relpath(real, os.path.realpath(self.config.vault)).replace(os.sep, "/")
+        if not self.conn.execute("SELECT 1 FROM notes WHERE path = ?", (rel,)).fetchone():
+            raise NoteNotFoundError(f"{path}: not an indexed note (run `vault-search index`?)")
+        return rel
+
     def _path_of(self, note_id: int) -> str | None:
         row = self.conn.execute("SELECT path FROM notes WHERE id = ?", (note_id,)).fetchone()
         return row[0] if row else None

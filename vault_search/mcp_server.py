@@ -52,11 +52,17 @@ def build_server(service_factory) -> Any:
     @mcp.tool()
     def search(query: str, mode: str | None = None, limit: int = 10, tags: list[str] | None = None,
                path: str | None = None, after: str | None = None, before: str | None = None,
-               rerank: bool = False) -> dict[str, Any]:
+               where: list[str] | None = None, exclude_stale: bool = False, related: bool = False,
+               recency_half_life: float | None = None, rerank: bool = False) -> dict[str, Any]:
         """Find notes by keywords and by meaning (Chinese and English). Use it when you do not know
         which note holds a fact. mode: "hybrid" (default: keywords + meaning), "fts" (exact words,
         names, identifiers) or "vector" (meaning only). tags: notes must carry every tag (nested tags
-        match their parent). path: a folder of the vault. after/before: dates like 2026-11-01.
+        match their parent). path: a folder of the vault. after/before: dates like 2026-11-01 or
+        "2026-11-01 09:30" (daily-log entries carry their time). where: frontmatter conditions that
+        must all hold, like "type=feedback" or "due<2026-12-01". exclude_stale: leave out notes whose
+        last_verified is old or whose valid_until has passed (results carry stale: true otherwise).
+        related: also list notes one link away from the top hits (marked related: true).
+        recency_half_life: days after which a note's score halves, to favour recent notes.
         rerank: let the configured LLM judge the top results (slower; only if the user set it up).
         Returns results with path, title, heading, start_line, end_line, snippet and score; read the
         lines with `get` before relying on a snippet."""
@@ -67,8 +73,17 @@ def build_server(service_factory) -> Any:
 
                 settings = RerankSettings.load()
             return s.search(query, mode=mode, limit=max(1, min(limit, 100)), tags=tags or (), path=path,
-                            after=after, before=before, rerank=rerank, rerank_settings=settings).to_dict()
+                            after=after, before=before, rerank=rerank, rerank_settings=settings,
+                            where=where or (), exclude_stale=exclude_stale, related=related,
+                            recency_half_life=recency_half_life).to_dict()
         return call(run)
+
+    @mcp.tool()
+    def links(path: str) -> dict[str, Any]:
+        """The links of a note (by vault-relative path): outlinks (with the note each resolves to,
+        or none), backlinks (notes linking to it) and unresolved links. Use it to follow a topic
+        from a note you found."""
+        return call(lambda s: s.links(path))
 
     @mcp.tool()
     def get(path: str, start: int | None = None, end: int | None = None) -> dict[str, Any]:

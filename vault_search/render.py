@@ -25,10 +25,16 @@ def render_search(response: SearchResponse) -> str:
         lines.append(click.style(f"warning: {warning}", fg="red"))
     if not response.results:
         lines.append(f"no results for {response.query!r} ({response.mode}, {response.took_ms:.0f} ms)")
+    hits = [r for r in response.results if not r.related]
     for i, r in enumerate(response.results, 1):
+        if r.related and (i == 1 or not response.results[i - 2].related):
+            lines.append(click.style("related (one link away from the hits above):", bold=True))
         where = f"{r.path}:{r.start_line}-{r.end_line}"
+        mark = (click.style(f"  ↔ {r.related_to}", fg="blue") if r.related
+                else click.style(f"{r.score:.3f}", dim=True))
+        when = click.style(f"  {r.date.replace('T', ' ')}", dim=True) if r.date and "T" in r.date else ""
         lines.append(f"{click.style(f'{i:>2}.', dim=True)} {click.style(r.title, bold=True)}  "
-                     f"{click.style(where, fg='cyan')}  {click.style(f'{r.score:.3f}', dim=True)}"
+                     f"{click.style(where, fg='cyan')}  {mark}{when}"
                      + (click.style("  [stale]", fg="red") if r.stale else ""))
         if r.heading:
             lines.append(f"    {click.style(r.heading, fg='green')}")
@@ -37,8 +43,9 @@ def render_search(response: SearchResponse) -> str:
         if r.tags:
             lines.append("    " + click.style(" ".join("#" + t for t in r.tags[:8]), fg="magenta"))
     if response.results:
-        lines.append(click.style(f"{len(response.results)} results ({response.mode}, {response.took_ms:.0f} ms)",
-                                 dim=True))
+        extra = len(response.results) - len(hits)
+        lines.append(click.style(f"{len(hits)} results" + (f" + {extra} related" if extra else "")
+                                 + f" ({response.mode}, {response.took_ms:.0f} ms)", dim=True))
     if response.explain:
         ex = response.explain
         lines.append(click.style(f"FTS MATCH: {ex['fts_match']}", dim=True))
@@ -54,7 +61,30 @@ def render_search(response: SearchResponse) -> str:
             parts.append(f"fused {row['fused_score']:.5f}")
             if row.get("rerank_score") is not None:
                 parts.append(f"judge {row['rerank_score']:g}/10, blended {row['blended_score']:.4f}")
+            if row.get("name_match"):
+                parts.append(f"query is its {row['name_match']}: ranked first")
+            if row.get("recency_factor") is not None:
+                parts.append(f"dated {row['date']}, recency x{row['recency_factor']:.3f}")
             lines.append(click.style(f"  {row['path']}: " + ", ".join(parts), dim=True))
+    return "\n".join(lines)
+
+
+def render_paths(response: SearchResponse) -> str:
+    """One vault path per line (each note once), for pipes and xargs."""
+    return "\n".join(dict.fromkeys(r.path for r in response.results))
+
+
+def render_markdown(response: SearchResponse) -> str:
+    """A Markdown list: an Obsidian link, the lines, and the snippet, per result."""
+    lines = []
+    for r in response.results:
+        target = r.path[:-3] if r.path.endswith(".md") else r.path
+        label = f"[[{target}|{r.title}]]" if r.title and r.title != target.rsplit("/", 1)[-1] else f"[[{target}]]"
+        extra = " (related)" if r.related else ""
+        extra += " (stale)" if r.stale else ""
+        lines.append(f"- {label} — [{r.path}:{r.start_line}-{r.end_line}]({r.uri}){extra}")
+        if r.snippet:
+            lines.append(f"  > {' '.join(r.snippet.split())}")
     return "\n".join(lines)
 
 
@@ -70,6 +100,7 @@ def render_status(s: IndexStatus) -> str:
         ("vault", s.vault), ("index", s.index_dir),
         ("notes", f"{s.notes} ({s.empty_notes} empty, {s.notes_with_warnings} with warnings)"),
         ("chunks", str(s.chunks)), ("tags", str(s.tags)),
+        ("links", f"{s.links} to notes, {s.unresolved_links} unresolved"),
         ("skipped files", str(s.skipped_files)), ("jieba words", f"{s.dictionary_words} from the vault"),
         ("model", s.model or "none (keyword only)"),
         ("embedded", f"{s.embedded_chunks} chunks, {s.waiting_chunks} waiting" if s.model else "-"),

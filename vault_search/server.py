@@ -3,9 +3,12 @@
 Endpoints (GET with query parameters, or POST with a JSON body):
 
     /health                         {"ok": true, ...}
-    /search?query=...&mode=&limit=&tag=&tag=&path=&after=&before=&explain=&rerank=
+    /search?query=...&mode=&limit=&tag=&tag=&path=&after=&before=&where=&where=
+            &exclude_stale=&recency_half_life=&related=&explain=&rerank=
                                     the same JSON as `vault-search search --json`
     /get?path=...&start=&end=       {path, start_line, end_line, total_lines, text}
+    /links?path=...                 outlinks, backlinks and unresolved links of a note
+    /tags                           every tag with its note count
     /status                         `vault-search status --json` plus server state
 
 Requests whose Host or Origin is not this machine get 403 (a web page in a
@@ -106,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal:
             return self._send(403, {"error": f"forbidden: {refusal}"}, close=True)
         url = urlsplit(self.path)
-        params: dict = {k: v if len(v) > 1 or k == "tag" else v[0] for k, v in parse_qs(url.query).items()}
+        params: dict = {k: v if len(v) > 1 or k in LIST_PARAMS else v[0] for k, v in parse_qs(url.query).items()}
         if self.command == "POST":
             try:
                 body = json.loads(body_bytes or b"{}")
@@ -117,9 +120,10 @@ class _Handler(BaseHTTPRequestHandler):
             params.update(body)
         self.server.count_request()
         route = {"/health": self._health, "/search": self._search, "/get": self._get,
-                 "/status": self._status}.get(url.path.rstrip("/") or "/")
+                 "/status": self._status, "/links": self._links, "/tags": self._tags}.get(url.path.rstrip("/") or "/")
         if route is None:
-            return self._send(404, {"error": f"no endpoint {url.path}; use /search, /get, /status or /health"})
+            return self._send(404, {"error": f"no endpoint {url.path}; use /search, /get, /links, /tags, "
+                                             "/status or /health"})
         try:
             self._send(200, route(params))
         except WrongVaultError as exc:
@@ -159,10 +163,13 @@ class _Handler(BaseHTTPRequestHandler):
         vault = _text(params, "vault")
         if vault is not None and vault != str(service.config.vault):
             raise WrongVaultError(f"this server serves {service.config.vault}, not {vault}")
-        tags = params.get("tag", params.get("tags", []))
-        tags = [tags] if isinstance(tags, str) else tags
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise UsageValueError("tag must be a string or a list of strings")
+        tags = _str_list(params, "tag", "tags")
+        where = _str_list(params, "where")
+        half_life = _text(params, "recency_half_life")
+        try:
+            half_life = float(half_life) if half_life not in (None, "") else None
+        except ValueError:
+            raise UsageValueError("recency_half_life must be a number of days") from None
         rerank = _flag(_one(params, "rerank"))
         settings = None
         if rerank:
@@ -175,8 +182,19 @@ class _Handler(BaseHTTPRequestHandler):
             _text(params, "query", "q") or "", mode=_text(params, "mode") or None,
             limit=_int(params, "limit", 10), tags=tags, path=_text(params, "path") or None,
             after=_text(params, "after") or None, before=_text(params, "before") or None,
-            explain=_flag(_one(params, "explain")), rerank=rerank, rerank_settings=settings)
+            explain=_flag(_one(params, "explain")), rerank=rerank, rerank_settings=settings, where=where,
+            exclude_stale=_flag(_one(params, "exclude_stale")), recency_half_life=half_life,
+            related=_flag(_one(params, "related")))
         return response.to_dict()
+
+    def _links(self, params) -> dict:
+        path = _text(params, "path")
+        if not path:
+            raise UsageValueError("links needs a path")
+        return self.server.service.links(path)
+
+    def _tags(self, params) -> dict:
+        return {"tags": [{"tag": t, "notes": n} for t, n in self.server.service.tags()]}
 
     def _get(self, params) -> dict:
         path = _text(params, "path")
@@ -189,6 +207,17 @@ class _Handler(BaseHTTPRequestHandler):
         data = self.server.service.status()
         data["server"]["requests"] = self.server.requests
         return data
+
+
+LIST_PARAMS = ("tag", "tags", "where")
+
+
+def _str_list(params: dict, *names) -> list[str]:
+    value = next((params[n] for n in names if n in params), [])
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageValueError(f"{names[0]} must be a string or a list of strings")
+    return value
 
 
 def _one(params: dict, *names):

@@ -60,6 +60,16 @@ class SearchService:
         with self._lock:
             return self.reader.get(path, start, end)
 
+    def links(self, path: str) -> dict:
+        with self._lock:
+            self.reader.refresh()
+            return self.reader.links(path)
+
+    def tags(self) -> list[tuple[str, int]]:
+        with self._lock:
+            self.reader.refresh()
+            return self.reader.tags()
+
     def status(self) -> dict:
         with self._lock:
             self.reader.refresh()
