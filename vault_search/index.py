@@ -412,12 +412,12 @@ class Index:
         marks = ",".join("?" * len(ids))
         return {r[0]: r[1:] for r in self.conn.execute(
             f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text, n.metadata,
-                       {CHUNK_DATE_SQL}
+                       coalesce(c.at, n.date), {CHUNK_DATE_SQL}
                 FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", ids)}
 
     def _result(self, row: tuple, terms: list[str], score, scores: Scores, staleness: Staleness,
                 **extra) -> SearchResult:
-        path, title, tags, heading, start, end, text, metadata, date = row
+        path, title, tags, heading, start, end, text, metadata, date, _ = row
         return SearchResult(
             path=path, title=title, heading=heading, start_line=start, end_line=end,
             snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,

@@ -29,7 +29,7 @@ class SearchResult:
     tags: list[str]
     stale: bool
     uri: str
-    date: str | None = None         # the daily-log entry's time, else the note's date
+    date: str | None = None         # the daily-log entry's time, else the note's frontmatter or file-name date
     related: bool = False           # added by --related: one link away from a hit, not a hit itself
     related_to: str | None = None   # with related: the hit it links to or from
 
