@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from urllib.parse import quote
 from http.client import HTTPConnection
 from pathlib import Path
 
@@ -201,6 +202,17 @@ def test_server_answers_like_the_cli_and_follows_edits(server, cli):
     assert status == 200 and note["text"] == "### 09:30 — Stand-up"
     status, st = http(port, "/status")
     assert status == 200 and st["notes"] == 21 and st["server"]["watching"]
+    status, links = http(port, "/links?path=" + quote("Notes/数据库/数据库索引.md"))
+    assert status == 200 and {b["path"] for b in links["backlinks"]} == {"Home.md", "Projects/vault-search/设计笔记.md"}
+    assert http(port, "/links?path=../etc/passwd")[0] in (403, 404)
+    status, tags = http(port, "/tags")
+    assert status == 200 and {"tag": "memory", "notes": 3} in tags["tags"]
+    # the new search options travel over HTTP as they do in-process
+    status, data = http(port, "/search?query=rules&mode=fts&where=type%3Dfeedback&exclude_stale=1&related=1")
+    local = cli("search", "rules", "--mode", "fts", "--where", "type=feedback", "--exclude-stale", "--related",
+                "--json", "--no-server").json()
+    assert status == 200 and data["results"] == local["results"]
+    assert http(port, "/search?query=x&where=nonsense")[0] == 400
 
     t0 = time.monotonic()
     write(vault / "Notes/fresh.md", "# Fresh\nthe wombat arrives\n")
