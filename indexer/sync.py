@@ -19,6 +19,7 @@ from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, chunk_note, estimat
 from .config import VaultConfig
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
 from .scan import ScannedFile, scan_paths, scan_vault
+from . import faults
 from .links import resolve_links
 from .segment import Segmenter, user_word_candidates
 from .store import get_meta, migrate, name_key, set_meta
@@ -124,6 +125,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             continue
         todo.append(f)
     report.unchanged = report.scanned - len(todo) - report.skipped
+    faults.point("scan")
 
     # Pass 1: read, hash and parse what changed; collect the vault's names
     # for jieba first, so every chunk is segmented with the full dictionary.
@@ -202,7 +204,9 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        faults.point("fts-batch")
 
+    faults.point("resolve")
     _begin(conn)
     try:
         conn.executemany("UPDATE notes SET mtime_ns = ?, size = ? WHERE path = ?", touch)

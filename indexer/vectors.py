@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import faults
 from .chunk import passage_text
 from .embed import Embedder
 from .store import get_meta, set_meta
@@ -98,6 +99,7 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
             conn.execute("ROLLBACK")
             raise
         done += len(batch)
+        faults.point("embed-batch")
         if progress:
             progress(done, len(todo))
     return done
@@ -132,7 +134,9 @@ def write_matrix(conn: sqlite3.Connection, index_dir: Path, fingerprint: str, di
     state["rows"] = int(len(ids))
     index_dir = Path(index_dir)
     _atomic_save(index_dir / IDS_FILE, ids)
+    faults.point("matrix-ids")
     _atomic_save(index_dir / VECTORS_FILE, matrix)
+    faults.point("matrix-files")
     set_meta(conn, "vectors", json.dumps(state))
     return len(ids), True
 
