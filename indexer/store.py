@@ -9,6 +9,7 @@ same connection in ``sqlite_utils.Database``.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import unicodedata
@@ -170,9 +171,31 @@ def connect(path: Path, create: bool = False, readonly: bool = False) -> sqlite3
         conn.execute("PRAGMA foreign_keys = ON")
         conn.create_function("vs_date", 1, sql_date, deterministic=True)
     except sqlite3.DatabaseError as exc:
+        if not readonly and not _writable(path):
+            raise VaultSearchError(
+                f"cannot open the index {path} for writing ({exc}): its folder or file is read-only; "
+                "choose a writable --index-dir, or make it writable") from None
         raise IndexCorruptError(
             f"cannot open the index {path} ({exc}); run `vault-search index --rebuild`") from None
     return conn
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the db, its -wal/-shm files and its folder."""
+    files = [path] + [Path(str(path) + extra) for extra in ("-wal", "-shm")]
+    return os.access(path.parent, os.W_OK) and all(os.access(f, os.W_OK) for f in files if f.exists())
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Undo the open transaction, if any, without masking the error being
+    handled: after "database or disk is full" or an I/O error SQLite has
+    already rolled back, and a second ROLLBACK would fail with "no
+    transaction is active", hiding what really went wrong."""
+    if conn.in_transaction:
+        try:
+            rollback(conn)
+        except sqlite3.Error:
+            pass
 
 
 def name_key(text: str) -> str:
@@ -230,7 +253,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         set_meta(conn, "schema_version", str(SCHEMA_VERSION))
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
     return ran
 

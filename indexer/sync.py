@@ -22,7 +22,7 @@ from .scan import ScannedFile, scan_paths, scan_vault
 from . import faults
 from .links import resolve_links
 from .segment import Segmenter, user_word_candidates
-from .store import get_meta, migrate, name_key, set_meta
+from .store import get_meta, migrate, name_key, rollback, set_meta
 
 BATCH_NOTES = 200          # notes per write transaction
 PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
@@ -202,7 +202,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             set_meta(conn, "links_resolved", "0")  # until the final pass resolves the new links
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         faults.point("fts-batch")
 
@@ -241,7 +241,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             "skipped": report.skipped}))
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
     return report
 

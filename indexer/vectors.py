@@ -26,7 +26,7 @@ import numpy as np
 from . import faults
 from .chunk import passage_text
 from .embed import Embedder
-from .store import get_meta, set_meta
+from .store import get_meta, rollback, set_meta
 
 VECTORS_FILE = "vectors.npy"
 IDS_FILE = "vectors.ids.npy"
@@ -96,7 +96,7 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
                              [(embedder.fingerprint, h, v.tobytes()) for (h, _), v in zip(batch, vectors)])
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         done += len(batch)
         faults.point("embed-batch")
@@ -223,7 +223,7 @@ def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder
                                                                   embedder.dim)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise
             _last_publish[key] = time.monotonic()
     report.seconds = time.perf_counter() - t0

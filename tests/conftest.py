@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from collections import defaultdict
 
 import pytest
 
@@ -74,3 +75,39 @@ def cli(vault, index_dir):
         return CliResult(subprocess.run(cmd, capture_output=True, text=True, env=full_env,
                                         input=input, timeout=300))
     return run
+
+
+# -- the reliability ledger ----------------------------------------------------
+# Tests that inject a fault or a hostile input record what they tried and what
+# happened; `python tests/reliability/make_table.py` runs them and writes the
+# README's "Reliability" table from the ledger (never from hand-typed rows).
+
+LEDGER_ENV = "VAULT_SEARCH_RELIABILITY_LEDGER"
+
+
+class Ledger:
+    def __init__(self):
+        self.rows: dict[tuple[str, str], dict] = defaultdict(lambda: {"tries": 0, "outcomes": set()})
+
+    def record(self, area: str, fault: str, outcome: str, tries: int = 1) -> None:
+        row = self.rows[(area, fault)]
+        row["tries"] += tries
+        row["outcomes"].add(outcome)
+
+
+_LEDGER = Ledger()
+
+
+@pytest.fixture
+def ledger() -> Ledger:
+    return _LEDGER
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get(LEDGER_ENV)
+    if not path or not _LEDGER.rows:
+        return
+    rows = [{"area": a, "fault": f, "tries": r["tries"], "outcome": "; ".join(sorted(r["outcomes"]))}
+            for (a, f), r in _LEDGER.rows.items()]
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"exitstatus": int(exitstatus), "rows": rows}, fh, ensure_ascii=False, indent=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import sys
@@ -29,6 +30,17 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted; every batch committed so far is kept", err=True)
             ctx.exit(130)
+        except OSError as exc:
+            # Writing the vectors file (or the jieba cache) into a full disk,
+            # past a file-size limit or into a read-only folder.
+            where = f" ({exc.filename})" if exc.filename else ""
+            hint = {errno.ENOSPC: "free space and run the command again",
+                    errno.EFBIG: "a file-size limit stopped the write; raise it and run the command again",
+                    errno.EROFS: "the folder is read-only; choose a writable --index-dir",
+                    errno.EACCES: "permission denied; choose a writable --index-dir"}.get(exc.errno, "")
+            click.echo(f"error: {exc.strerror or exc}{where}" + (f"; {hint}" if hint else "")
+                       + "; everything committed before is kept", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -757,6 +757,9 @@ def _db_error(exc: sqlite3.DatabaseError, config: VaultConfig) -> VaultSearchErr
     if "readonly" in text or "read-only" in text:
         return VaultSearchError(f"the index folder {config.index_dir} is read-only; "
                                 "choose a writable one with --index-dir")
-    if "disk" in text and "full" in text or "database or disk is full" in text:
-        return VaultSearchError(f"disk full while writing the index in {config.index_dir}; free space and rerun")
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if "full" in text or name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk I/O error" in text:
+        # Nothing committed is lost: SQLite rolled the failed transaction back.
+        return VaultSearchError(f"could not write the index in {config.index_dir} ({text}: disk full, a file-size "
+                                "limit or a failing disk); free space and run `vault-search index` again")
     return IndexCorruptError(f"the index database is damaged ({text}); run `vault-search index --rebuild`")
