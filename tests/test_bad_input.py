@@ -38,7 +38,7 @@ def top(vault, index_dir, query, **kw):
         return [r.path for r in idx.search(query, **kw).results]
 
 
-def test_messy_vault_indexes_everything_it_can_with_one_warning_each(messy, tmp_path):
+def test_messy_vault_indexes_everything_it_can_with_one_warning_each(messy, tmp_path, ledger):
     report = index(messy, tmp_path / "i")
     warned = {}
     for path, message in report.warnings:
@@ -69,9 +69,11 @@ def test_messy_vault_indexes_everything_it_can_with_one_warning_each(messy, tmp_
     # Nothing changed: the binary file is not re-read or re-reported.
     again = index(messy, i)
     assert again.warnings == [("中文目录/子目录/loop", again.warnings[0][1])] and again.skipped == 1
+    ledger.record('hostile input', 'malformed YAML, invalid UTF-8, GBK, binary .md, empty files, symlink loop, emoji and look-alike names',
+                  'everything readable indexed; one warning per bad file')
 
 
-def test_huge_note_is_skipped_with_a_hint_and_indexed_when_allowed(tmp_path):
+def test_huge_note_is_skipped_with_a_hint_and_indexed_when_allowed(tmp_path, ledger):
     v = tmp_path / "v"
     write(v / "small.md", "# Small\nordinary note about otters\n")
     line = "A very long export line about walruses and other large marine mammals. " * 10 + "\n"
@@ -86,9 +88,11 @@ def test_huge_note_is_skipped_with_a_hint_and_indexed_when_allowed(tmp_path):
     report = index(v, tmp_path / "i")
     assert report.added == 1 and not report.warnings
     assert top(v, tmp_path / "i", "walruses") == ["huge.md"]
+    ledger.record('hostile input', 'a 20 MB note',
+                  'skipped with a hint; indexed when max_file_mb allows')
 
 
-def test_file_deleted_between_scan_and_read(tmp_path):
+def test_file_deleted_between_scan_and_read(tmp_path, ledger):
     v = tmp_path / "v"
     for i in range(5):
         write(v / f"n{i}.md", f"# N{i}\nnote number {i} about lemurs\n")
@@ -112,17 +116,21 @@ def test_file_deleted_between_scan_and_read(tmp_path):
     (v / "n3.md").write_text("# N3\nchanged\n", encoding="utf-8")
     report = index(v, tmp_path / "i", progress=vanish_indexed)
     assert report.deleted == 1 and "n3.md" not in top(v, tmp_path / "i", "lemurs")
+    ledger.record('hostile input', 'a file vanishing mid-scan',
+                  'skipped quietly; the index stays consistent')
 
 
 @pytest.mark.parametrize("query", ["C++", '"', "AND", "*", "foo-bar", "x:y", "\x00", "", "a" * 10_240,
                                    "NEAR(", "title:x", "数据库\x00索引"])
-def test_hostile_queries_through_the_index(messy, tmp_path, query):
+def test_hostile_queries_through_the_index(messy, tmp_path, query, ledger):
     index(messy, tmp_path / "i")
     with Index.open(messy, tmp_path / "i") as idx:
         response = idx.search(query)
     assert isinstance(response.results, list)
     if not response.results:
         assert response.warnings or query in ("C++", "foo-bar", "x:y", "NEAR(", "title:x", "AND", "数据库\x00索引")
+    ledger.record('hostile input', 'hostile query strings (C++, quotes, AND/OR/NOT, *, NUL, 10 KB)',
+                  'answered as words, exit 0')
 
 
 def test_file_name_that_is_not_utf8_is_skipped_with_a_warning(tmp_path):
@@ -136,7 +144,7 @@ def test_file_name_that_is_not_utf8_is_skipped_with_a_warning(tmp_path):
     assert top(v, tmp_path / "i", "pelican") == ["good.md"]
 
 
-def test_hostile_frontmatter_is_ignored_not_fatal(tmp_path):
+def test_hostile_frontmatter_is_ignored_not_fatal(tmp_path, ledger):
     v = tmp_path / "v"
     write(v / "recursive.md", "---\na: &a [*a]\n---\n# R\nrecursive anchors and ibis\n")
     levels = ["a: &a [x, x, x, x, x, x, x, x, x, x]"] + [
@@ -148,6 +156,8 @@ def test_hostile_frontmatter_is_ignored_not_fatal(tmp_path):
     assert top(v, tmp_path / "i", "ibis") == ["recursive.md"]
     assert top(v, tmp_path / "i", "storks") == ["bomb.md"]
     assert (tmp_path / "i" / "index.db").stat().st_size < 2_000_000
+    ledger.record('hostile input', 'recursive and alias-bomb YAML frontmatter',
+                  'ignored with a warning; the body is indexed')
 
 
 def test_line_numbers_count_only_real_line_breaks(tmp_path):

@@ -115,7 +115,7 @@ def test_a_change_made_while_nothing_runs_is_found_at_start_up(vault, index_dir)
             watcher.stop()
 
 
-def test_ten_thousand_files_dropped_at_once(tmp_path):
+def test_ten_thousand_files_dropped_at_once(tmp_path, ledger):
     vault = tmp_path / "v"
     write(vault / "seed.md", "# Seed\n")
     config = load_config(vault, tmp_path / "i")
@@ -143,6 +143,8 @@ def test_ten_thousand_files_dropped_at_once(tmp_path):
     finally:
         watcher.stop()
         writer.close()
+    ledger.record('resources', '10,000 notes dropped into a watched vault at once',
+                  'all searchable; the watcher falls back to one rescan')
 
 
 # -- the server, as a process ------------------------------------------------
@@ -233,7 +235,7 @@ def test_thin_client_uses_the_running_server(server, cli):
     assert cli("search", "x", "--after", "someday").code == 2   # the server's 400 is a usage error
 
 
-def test_security_host_origin_and_paths(server, tmp_path):
+def test_security_host_origin_and_paths(server, tmp_path, ledger):
     vault, index_dir, port, _ = server
     for headers in ({"Host": "evil.example:%d" % port}, {"Host": "127.0.0.1:1"},
                     {"Origin": "http://evil.example"}, {"Origin": "null"},
@@ -247,9 +249,11 @@ def test_security_host_origin_and_paths(server, tmp_path):
         assert status == 403 and "outside the vault" in data["error"], bad
     assert http(port, "/nowhere")[0] == 404
     assert http(port, "/search", method="POST", body="not json")[0] == 400
+    ledger.record('security', 'foreign Host / Origin headers, paths outside the vault over HTTP',
+                  '403 (or 404); nothing served')
 
 
-def test_default_bind_address_is_loopback(vault, index_dir):
+def test_default_bind_address_is_loopback(vault, index_dir, ledger):
     from vault_search.server import VaultHTTPServer
     from vault_search.service import SearchService
 
@@ -267,9 +271,11 @@ def test_default_bind_address_is_loopback(vault, index_dir):
     default = next(p for p in serve.params if p.name == "host").default
     assert default == "127.0.0.1"
     assert "--host" in CliRunner().invoke(serve, ["--help"]).output
+    ledger.record('security', 'server bind address',
+                  '127.0.0.1 unless --host says otherwise')
 
 
-def test_queries_during_a_full_reindex_and_a_second_writer(tmp_path):
+def test_queries_during_a_full_reindex_and_a_second_writer(tmp_path, ledger):
     vault = copy_tree(eval_path("vaults", "oldwinter-garden-zh"), tmp_path / "garden")
     index = tmp_path / "index"
     subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index", "--no-embed"],
@@ -303,6 +309,8 @@ def test_queries_during_a_full_reindex_and_a_second_writer(tmp_path):
         proc.wait(timeout=30)
     assert not failures, failures[:3]
     assert len(answered) > 20
+    ledger.record('concurrency', 'queries during a full re-index, and a second `index` at the same time',
+                  "no 'database is locked', no half-applied batch; the writers take turns")
 
 
 def test_mcp_server_over_stdio(vault, index_dir):
@@ -360,7 +368,7 @@ def raw_http(port, payload: bytes) -> bytes:
         return b"".join(chunks)
 
 
-def test_a_refused_request_cannot_smuggle_a_second_one(server):
+def test_a_refused_request_cannot_smuggle_a_second_one(server, ledger):
     vault, index_dir, port, _ = server
     inner = f"GET /get?path=memory/2026-11-01.md HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
     outer = (f"POST /search HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\n"
@@ -371,6 +379,8 @@ def test_a_refused_request_cannot_smuggle_a_second_one(server):
         answer = raw_http(port, b"POST /search HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %s\r\n\r\n{}"
                           % (port, length))
         assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+    ledger.record('security', 'a second request smuggled behind a refused one',
+                  'connection closed; never answered')
 
 
 def test_bad_parameters_are_400_not_500(server):

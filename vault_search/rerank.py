@@ -78,7 +78,7 @@ class RerankSettings:
                 "--rerank needs an endpoint and a model: set VAULT_SEARCH_RERANK_URL (e.g. "
                 "http://127.0.0.1:11434/v1) and VAULT_SEARCH_RERANK_MODEL, or pass --rerank-url/--rerank-model")
         if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-            raise RerankConfigError(f"the rerank URL must start with http:// or https:// (got {url!r})")
+            raise RerankConfigError(f"the rerank URL must start with http:// or https:// (got {redact_url(url)!r})")
         settings = cls(url=url.rstrip("/"), model=str(model), api_key=key or None)
         for name in ("top_n", "budget_s", "timeout_s"):
             value = overrides.get(name) if overrides.get(name) is not None else file.get(name)
@@ -126,6 +126,18 @@ def build_messages(query: str, candidates: list[Candidate]) -> list[dict]:
     ids = ", ".join(c.id for c in candidates)
     parts.append(f"Score the relevance of each candidate ({ids}) to the query. Answer with the JSON object only.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def redact_url(url: str) -> str:
+    """The URL without a password (``user:secret@host`` → ``user:***@host``)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
