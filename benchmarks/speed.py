@@ -232,7 +232,8 @@ def growth(sizes: list[int], work: Path, repeat: int) -> list[dict]:
             if not vault.exists():
                 write_synthetic_vault(vault, n, pool=pool)
             point = measure_vault(vault, index, repeat, f"hash:{SCALE_DIM}")
-            embed_s, embed_rss = run_measured([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index"])
+            embed_s, embed_rss = run_measured([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index",
+                                               "--model", f"hash:{SCALE_DIM}"])
             with Index.open(vault, index) as idx:
                 point["warm_ms"].update(warm_latency(idx, ["vector", "hybrid"]))
             point["hash_embedding_pass_s"] = round(embed_s, 2)
