@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from collections import defaultdict
 
@@ -75,6 +76,25 @@ def cli(vault, index_dir):
         return CliResult(subprocess.run(cmd, capture_output=True, text=True, env=full_env,
                                         input=input, timeout=300))
     return run
+
+
+def start_server(vault, index_dir, *args, env=None):
+    """`vault-search serve` as a process: (process, its server.json) once it listens."""
+    proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "serve",
+                             "--interval", "60", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    info = Path(index_dir) / "server.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if info.exists():
+            data = json.loads(info.read_text() or "{}")
+            if data.get("pid") == proc.pid:
+                return proc, data
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read())
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("server did not start")
 
 
 # -- the reliability ledger ----------------------------------------------------

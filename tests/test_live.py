@@ -3,9 +3,7 @@
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import threading
 import time
 from urllib.parse import quote
@@ -19,7 +17,7 @@ from indexer.embed import HashEmbedder
 from indexer.watch import Watcher
 from vault_search import Index
 
-from conftest import CLI, copy_tree, eval_path, write
+from conftest import CLI, copy_tree, eval_path, start_server, write
 
 DEADLINE_S = 3.0
 
@@ -148,23 +146,6 @@ def test_ten_thousand_files_dropped_at_once(tmp_path, ledger):
 
 
 # -- the server, as a process ------------------------------------------------
-
-def start_server(vault, index_dir, *args):
-    proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "serve",
-                             "--interval", "60", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    info = Path(index_dir) / "server.json"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if info.exists():
-            data = json.loads(info.read_text())
-            if data["pid"] == proc.pid:
-                return proc, data
-        if proc.poll() is not None:
-            raise AssertionError(proc.stderr.read())
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("server did not start")
-
 
 def http(port, path, headers=None, method="GET", body=None):
     conn = HTTPConnection("127.0.0.1", port, timeout=30)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import sqlite3
 from pathlib import Path
 from urllib.parse import unquote
 

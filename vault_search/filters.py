@@ -95,8 +95,8 @@ class Staleness:
     def sql(self) -> tuple[str, list]:
         """A condition true for stale notes ``n``."""
         verified, expired = self.cutoffs()
-        return (f"(vs_date(json_extract(n.metadata, ?)) < ? OR "
-                f"substr(vs_date(json_extract(n.metadata, ?)), 1, 10) < ?)",
+        return ("(vs_date(json_extract(n.metadata, ?)) < ? OR "
+                "substr(vs_date(json_extract(n.metadata, ?)), 1, 10) < ?)",
                 [f'$."{self.field}"', verified, f'$."{self.expiry_field}"', expired])
 
     def is_stale(self, metadata: dict) -> bool:

@@ -200,4 +200,4 @@ def test_kill_at_a_random_moment(builds, tmp_path, trial, ledger):
     assert run_index(vault, index).returncode == 0
     assert snapshot(index) == (ref_changed if update else ref_first)
     ledger.record("crash", "SIGKILL at a random moment of `index`",
-                  "integrity ok, searchable, next index = clean build")
+                  f"integrity ok, searchable ({state}), next index = clean build")

@@ -22,7 +22,7 @@ from indexer.chunk import chunk_note
 from indexer.parse import parse_note
 from vault_search import Index
 
-from conftest import CLI, SAMPLE_VAULT, copy_tree, write
+from conftest import CLI, SAMPLE_VAULT, copy_tree, start_server, write
 from reliability.test_crash import snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -260,16 +260,9 @@ def test_parser_and_chunker_never_fail_and_cover_the_note(text, daily):
 
 def test_random_http_requests_never_crash_the_server(vault, index_dir, ledger):
     assert vs(vault, index_dir, "index", "--no-embed").returncode == 0
-    proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "serve", "--no-watch"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc, info = start_server(vault, index_dir, "--no-watch")
     try:
-        info = index_dir / "server.json"
-        import time
-        deadline = time.monotonic() + 60
-        while not (info.exists() and json.loads(info.read_text() or "{}").get("pid") == proc.pid):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
-        port = json.loads(info.read_text())["port"]
+        port = info["port"]
         statuses = {}
 
         @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -6,13 +6,12 @@ import json
 import os
 import subprocess
 import threading
-import time
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import CLI, write
+from conftest import CLI, start_server, write
 
 SECRET = "sk-test-SECRET-4f9a1c"
 
@@ -63,15 +62,9 @@ def test_the_api_key_never_appears_in_output_logs_or_status(vault, index_dir, ec
         assert r.returncode == 0
         seen += [r.stdout, r.stderr]
     assert "reranking skipped" in "".join(seen)
-    server = subprocess.Popen(base + ["serve", "--no-watch", "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env)
+    server, info = start_server(vault, index_dir, "--no-watch", "-v", env=env)
     try:
-        info = index_dir / "server.json"
-        deadline = time.monotonic() + 60
-        while not (info.exists() and json.loads(info.read_text() or "{}").get("pid") == server.pid):
-            assert time.monotonic() < deadline and server.poll() is None
-            time.sleep(0.05)
-        port = json.loads(info.read_text())["port"]
+        port = info["port"]
         for path in ("/search?query=%E6%95%B0%E6%8D%AE%E5%BA%93&rerank=1&explain=1", "/status", "/nope"):
             conn = HTTPConnection("127.0.0.1", port, timeout=60)
             conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
