@@ -12,7 +12,6 @@ import fnmatch
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .config import VaultConfig
