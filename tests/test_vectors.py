@@ -2,6 +2,7 @@
 fusion, with the deterministic hash embedder passed through the real
 ``Embedder`` interface."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -274,3 +275,12 @@ def test_a_matrix_swapped_under_the_same_ids_is_detected(vault, index_dir):
         assert "belongs to other chunks" in idx.status().vectors
         response = idx.search("tea ceremony", mode="vector")
         assert response.warnings and [r.path for r in response.results] == good
+
+
+def test_no_embed_with_a_model_records_it_for_the_next_index(vault, index_dir, cli):
+    assert cli("index", "--no-embed", "--model", "hash:24").code == 0
+    status = json.loads(cli("status", "--json").out)
+    assert status["model"] == "hash:24" and status["embedded_chunks"] == 0 and status["waiting_chunks"] > 0
+    assert cli("index").code == 0
+    status = json.loads(cli("status", "--json").out)
+    assert status["model"] == "hash:24" and status["waiting_chunks"] == 0

@@ -207,7 +207,9 @@ class Index:
         migrate(self.conn)
         self._check_vault()  # another writer may have rebuilt it for another vault meanwhile
         embedder = None
-        if embed:
+        if embed or model:
+            # `index --no-embed --model X` on a new index records X: the
+            # chunks are sized for it and the next `index` embeds with it.
             embedder = self._embedder_for_writing(model)
         elif self.model_spec:
             embedder = self.embedder  # chunks stay sized for the index's model
