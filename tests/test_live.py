@@ -399,7 +399,7 @@ def test_a_note_saved_non_stop_is_still_synced(live):
     assert found_after is not None and found_after < 6.5
 
 
-def test_the_server_follows_an_index_rebuild(vault, index_dir):
+def test_the_server_follows_an_index_rebuild(vault, index_dir, ledger):
     from vault_search.service import SearchService
 
     with Index.open(vault, index_dir, create=True, embedder=HashEmbedder(64)) as idx:
@@ -416,6 +416,8 @@ def test_the_server_follows_an_index_rebuild(vault, index_dir):
             assert [x.path for x in fresh.search("dugong", mode="fts").results] == ["after-rebuild.md"]
     finally:
         service.close()
+    ledger.record('concurrency', '`index --rebuild` from the CLI while `serve` runs on the same vault',
+                  'the server follows the new file; no error')
 
 
 def test_serve_on_a_new_index_embeds_with_the_default_model(vault, index_dir):

@@ -181,7 +181,7 @@ def test_explain_shows_both_ranks_and_the_fused_score(vault, index_dir):
     assert response.results[0].score == pytest.approx(row["fused_score"], rel=1e-4)
 
 
-def test_missing_or_truncated_vectors_file_is_detected_and_repaired(vault, index_dir):
+def test_missing_or_truncated_vectors_file_is_detected_and_repaired(vault, index_dir, ledger):
     with open_index(vault, index_dir) as idx:
         idx.sync()
         good = [r.path for r in idx.search("tea ceremony", mode="vector").results]
@@ -202,6 +202,8 @@ def test_missing_or_truncated_vectors_file_is_detected_and_repaired(vault, index
             assert idx.sync().embedding.matrix_written
             assert idx.status().vectors.startswith("ok")
             assert not idx.search("tea ceremony", mode="vector").warnings
+    ledger.record('vectors', 'vectors file missing or truncated',
+                  'detected, reported in status, db copy served with a warning, repaired by `index`')
 
 
 def test_another_model_is_refused_with_a_rebuild_hint(cli, vault, index_dir):
