@@ -24,7 +24,9 @@ Search the user's Markdown notes (an Obsidian vault; memory notes, daily logs, i
 Use `search` as a fallback when you do not already know which note holds a fact: it finds notes by
 keywords and by meaning, across Chinese and English, and returns paths with line ranges. Then use `get`
 with that path and line range to read the exact lines before relying on them. If you already know the
-path, call `get` directly. `status` tells how many notes are indexed and whether the index is current."""
+path, call `get` directly. `links` lists a note's outlinks and backlinks, to follow a topic. Results
+marked `stale: true` were not verified recently (or have expired): check them before trusting them, or
+pass exclude_stale. `status` tells how many notes are indexed and whether the index is current."""
 
 
 def build_server(service_factory) -> Any:
