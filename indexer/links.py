@@ -82,14 +82,17 @@ def _nearest(candidates: list[tuple[str, int]], folder: str) -> int | None:
                                           c[0].count("/"), len(c[0]), c[0]))[1]
 
 
-def resolve_links(conn: sqlite3.Connection) -> int:
-    """Point every link at the note it resolves to now (inside the caller's
-    transaction); returns how many links changed."""
+def resolve_links(conn: sqlite3.Connection, only_unresolved: bool = False) -> int:
+    """Point every link (or only those pointing nowhere yet: links just
+    written, when no note was added, deleted or re-aliased) at the note it
+    resolves to now, inside the caller's transaction; returns how many
+    links changed."""
     resolver = Resolver.load(conn)
     paths = dict(conn.execute("SELECT id, path FROM notes"))
     changes = []
+    where = "WHERE target_id IS NULL AND kind != 'self'" if only_unresolved else ""
     for link_id, source_id, target, old, old_kind in conn.execute(
-            "SELECT id, source_id, target, target_id, kind FROM links"):
+            f"SELECT id, source_id, target, target_id, kind FROM links {where}"):
         if not target:
             continue  # [[#Heading]]: a place in the same note
         new = resolver.resolve(target, paths.get(source_id, ""))

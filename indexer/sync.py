@@ -191,15 +191,19 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         try:
             for item, note, (fts_meta, chunk_rows) in rows:
                 old = existing.get(item.file.path)
-                note_id = _write_note(conn, item, note, old[0] if old else None, fts_meta, chunk_rows)
+                note_id, names_changed = _write_note(conn, item, note, old[0] if old else None, fts_meta,
+                                                     chunk_rows)
                 written_ids.add(note_id)
+                if names_changed:
+                    # Links elsewhere may resolve differently now: until the
+                    # final pass re-resolves them all, the index says so.
+                    set_meta(conn, "links_resolved", "0")
                 report.chunks_written += len(chunk_rows)
                 if old:
                     report.updated += 1
                 else:
                     report.added += 1
                 conn.execute("DELETE FROM skipped WHERE path = ?", (item.file.path,))
-            set_meta(conn, "links_resolved", "0")  # until the final pass resolves the new links
             conn.execute("COMMIT")
         except BaseException:
             rollback(conn)
@@ -227,10 +231,12 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         if unsettled:
             report.resegmented = _resegment(conn, segmenter, unsettled, written_ids)
             conn.execute("UPDATE dictionary SET settled = 1 WHERE settled = 0")
-        if report.added or report.updated or report.deleted or get_meta(conn, "links_resolved") != "1":
-            # A new or renamed note can resolve links elsewhere; a deleted one unresolve them.
+        if report.deleted or get_meta(conn, "links_resolved") != "1":
+            # A new, renamed or re-aliased note can resolve links elsewhere; a deleted one unresolve them.
             resolve_links(conn)
             set_meta(conn, "links_resolved", "1")
+        elif written_ids:
+            resolve_links(conn, only_unresolved=True)   # the links the changed notes just wrote
         set_meta(conn, "segmenter_version", Segmenter.version)
         set_meta(conn, "chunker_version", chunking[2])
         set_meta(conn, "vault", str(config.vault))
@@ -304,7 +310,10 @@ def _note_rows(note: ParsedNote, segmenter: Segmenter, chunking):
     return fts_meta, chunk_rows
 
 
-def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts_meta, chunk_rows) -> int:
+def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts_meta,
+                chunk_rows) -> tuple[int, bool]:
+    """Write one note; returns its id and whether what links resolve by
+    (a new path, other aliases) changed."""
     values = dict(
         path=note.path, title=note.title,
         aliases=json.dumps(note.aliases, ensure_ascii=False),
@@ -314,10 +323,13 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
         date=note.date, mtime_ns=item.file.mtime_ns, size=item.file.size, hash=item.hash,
         warnings=json.dumps(note.warnings, ensure_ascii=False), indexed_at=time.time())
     if note_id is None:
+        names_changed = True
         cols = ", ".join(values)
         marks = ", ".join("?" * len(values))
         note_id = conn.execute(f"INSERT INTO notes ({cols}) VALUES ({marks})", tuple(values.values())).lastrowid
     else:
+        names_changed = conn.execute("SELECT aliases FROM notes WHERE id = ?", (note_id,)).fetchone()[0] \
+            != values["aliases"]
         sets = ", ".join(f"{k} = ?" for k in values)
         conn.execute(f"UPDATE notes SET {sets} WHERE id = ?", (*values.values(), note_id))
         _delete_chunks(conn, note_id)
@@ -346,7 +358,7 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
         ).lastrowid
         conn.execute("INSERT INTO chunks_fts (rowid, title, aliases, tags, headings, body) "
                      "VALUES (?, ?, ?, ?, ?, ?)", (chunk_id, title, aliases, tags, heading_tokens, body_tokens))
-    return note_id
+    return note_id, names_changed
 
 
 def _delete_chunks(conn, note_id: int) -> None:

@@ -361,3 +361,26 @@ def test_obsidian_uri_uses_the_configured_vault_name(vault, index_dir):
         idx.sync(embed=False)
         uri = idx.search("Kyoto", mode="fts").results[0].uri
     assert uri.startswith("obsidian://open?vault=My%20Notes&file=")
+
+
+def test_links_follow_notes_that_appear_change_aliases_and_vanish(vault, index_dir):
+    with Index.open(vault, index_dir, create=True) as idx:
+        write(vault / "Inbox" / "waiting.md", "# Waiting\n\nsee [[Later Note]] and [[Nickname]]\n")
+        idx.sync(embed=False)
+        targets = lambda: {o["target"]: o["path"] for o in idx.links("Inbox/waiting.md")["outlinks"]}
+        assert targets() == {"Later Note": None, "Nickname": None}
+        write(vault / "Notes" / "Later Note.md", "# Later Note\n\ntext\n")
+        idx.sync(embed=False)
+        assert targets() == {"Later Note": "Notes/Later Note.md", "Nickname": None}
+        write(vault / "Notes" / "Other.md", "---\naliases: [Nickname]\n---\n# Other\n")
+        idx.sync(embed=False)
+        assert targets()["Nickname"] == "Notes/Other.md"
+        write(vault / "Notes" / "Other.md", "---\naliases: [Someone else]\n---\n# Other\n")   # alias removed
+        idx.sync(embed=False)
+        assert targets()["Nickname"] is None
+        write(vault / "Inbox" / "waiting.md", "# Waiting\n\nsee [[Later Note]] and [[Nickname]] and [[Other]]\n")
+        idx.sync(embed=False)   # only the linking note changed
+        assert targets() == {"Later Note": "Notes/Later Note.md", "Nickname": None, "Other": "Notes/Other.md"}
+        (vault / "Notes" / "Later Note.md").unlink()
+        idx.sync(embed=False)
+        assert targets()["Later Note"] is None and idx.status().unresolved_links >= 2
