@@ -124,9 +124,9 @@ def test_two_index_processes_at_once_serialise(vault, index_dir):
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     added = sorted(int(out.split(": ")[1].split(" added")[0]) for out, _ in outs)
-    assert added == [0, 0, 19]
+    assert added == [0, 0, 21]
     with sqlite3.connect(index_dir / "index.db") as conn:
-        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (19,)
+        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (21,)
 
 
 def test_an_index_belongs_to_one_vault(vault, index_dir, tmp_path):
