@@ -82,17 +82,23 @@ def _nearest(candidates: list[tuple[str, int]], folder: str) -> int | None:
                                           c[0].count("/"), len(c[0]), c[0]))[1]
 
 
-def resolve_links(conn: sqlite3.Connection, only_unresolved: bool = False) -> int:
-    """Point every link (or only those pointing nowhere yet: links just
-    written, when no note was added, deleted or re-aliased) at the note it
-    resolves to now, inside the caller's transaction; returns how many
-    links changed."""
+def resolve_links(conn: sqlite3.Connection, sources: set[int] | None = None) -> int:
+    """Point every link (or only the links of the notes ``sources``: when a
+    sync added, deleted and re-aliased no note, nothing else can resolve
+    differently) at the note it resolves to now, inside the caller's
+    transaction; returns how many links changed."""
+    if sources is not None and not sources:
+        return 0
     resolver = Resolver.load(conn)
     paths = dict(conn.execute("SELECT id, path FROM notes"))
     changes = []
-    where = "WHERE target_id IS NULL AND kind != 'self'" if only_unresolved else ""
-    for link_id, source_id, target, old, old_kind in conn.execute(
-            f"SELECT id, source_id, target, target_id, kind FROM links {where}"):
+    if sources is None:
+        rows = conn.execute("SELECT id, source_id, target, target_id, kind FROM links")
+    else:
+        marks = ",".join("?" * len(sources))
+        rows = conn.execute(f"SELECT id, source_id, target, target_id, kind FROM links WHERE source_id IN ({marks})",
+                            sorted(sources))
+    for link_id, source_id, target, old, old_kind in rows:
         if not target:
             continue  # [[#Heading]]: a place in the same note
         new = resolver.resolve(target, paths.get(source_id, ""))

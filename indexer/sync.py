@@ -98,6 +98,8 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         report.full_rebuild = force
         scope = None  # a version change means every note, whatever changed
     segmenter = segmenter or load_segmenter(conn)
+    # Links written by a run that died before its final pass still point nowhere.
+    links_left_over = get_meta(conn, "links_pending") == "1"
 
     def warn(path: str, message: str) -> None:
         report.warnings.append((path, message))
@@ -204,6 +206,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
                 else:
                     report.added += 1
                 conn.execute("DELETE FROM skipped WHERE path = ?", (item.file.path,))
+            set_meta(conn, "links_pending", "1")   # this batch's links wait for the final pass
             conn.execute("COMMIT")
         except BaseException:
             rollback(conn)
@@ -231,12 +234,13 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         if unsettled:
             report.resegmented = _resegment(conn, segmenter, unsettled, written_ids)
             conn.execute("UPDATE dictionary SET settled = 1 WHERE settled = 0")
-        if report.deleted or get_meta(conn, "links_resolved") != "1":
+        if report.deleted or links_left_over or get_meta(conn, "links_resolved") != "1":
             # A new, renamed or re-aliased note can resolve links elsewhere; a deleted one unresolve them.
             resolve_links(conn)
             set_meta(conn, "links_resolved", "1")
         elif written_ids:
-            resolve_links(conn, only_unresolved=True)   # the links the changed notes just wrote
+            resolve_links(conn, sources=written_ids)   # the links the changed notes just wrote
+        set_meta(conn, "links_pending", "0")
         set_meta(conn, "segmenter_version", Segmenter.version)
         set_meta(conn, "chunker_version", chunking[2])
         set_meta(conn, "vault", str(config.vault))

@@ -384,3 +384,13 @@ def test_links_follow_notes_that_appear_change_aliases_and_vanish(vault, index_d
         (vault / "Notes" / "Later Note.md").unlink()
         idx.sync(embed=False)
         assert targets()["Later Note"] is None and idx.status().unresolved_links >= 2
+
+
+def test_links_written_by_a_run_that_died_are_resolved_by_the_next(vault, index_dir, cli):
+    cli("index", "--no-embed")
+    write(vault / "Inbox" / "quick-ideas.md", "# Ideas\n\nsee [[Home]] and [[Deep Work]]\n")   # no note added
+    r = cli("index", "--no-embed", env={"VAULT_SEARCH_FAULT": "resolve"})   # killed before the final pass
+    assert r.code == -9
+    assert cli("index", "--no-embed").code == 0   # nothing left to write, but the links still wait
+    outlinks = json.loads(cli("links", "Inbox/quick-ideas.md", "--json").out)["outlinks"]
+    assert {o["target"]: o["path"] for o in outlinks} == {"Home": "Home.md", "Deep Work": "Notes/Reading/Deep Work.md"}
