@@ -4,7 +4,6 @@ the SQL that applies them."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass
 
@@ -93,26 +92,12 @@ class Staleness:
         return (today - dt.timedelta(days=self.days)).isoformat(), today.isoformat()
 
     def sql(self) -> tuple[str, list]:
-        """A condition true for stale notes ``n``."""
+        """A condition true for stale notes ``n`` (the one definition: the
+        ``stale`` flag of results and ``--exclude-stale`` both use it)."""
         verified, expired = self.cutoffs()
         return ("(vs_date(json_extract(n.metadata, ?)) < ? OR "
                 "substr(vs_date(json_extract(n.metadata, ?)), 1, 10) < ?)",
                 [f'$."{self.field}"', verified, f'$."{self.expiry_field}"', expired])
-
-    def is_stale(self, metadata: dict) -> bool:
-        verified, expired = self.cutoffs()
-        checked = normalize_date(str(metadata.get(self.field))) if metadata.get(self.field) is not None else None
-        until = normalize_date(str(metadata.get(self.expiry_field))) \
-            if metadata.get(self.expiry_field) is not None else None
-        return bool((checked and checked < verified) or (until and until[:10] < expired))
-
-    @staticmethod
-    def of_json(metadata: str | None) -> dict:
-        try:
-            value = json.loads(metadata or "{}")
-        except ValueError:
-            return {}
-        return value if isinstance(value, dict) else {}
 
 
 class FilterError(UsageValueError):

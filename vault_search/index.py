@@ -269,8 +269,8 @@ class Index:
         if mode is not None and mode not in MODES:
             raise UnsupportedModeError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         limit = max(1, min(int(limit), MAX_LIMIT))
-        staleness = Staleness.from_config(self.config)
-        filters = SearchFilters.build(tags, path, after, before, where, staleness if exclude_stale else None)
+        filters = SearchFilters.build(tags, path, after, before, where,
+                                      Staleness.from_config(self.config) if exclude_stale else None)
         if recency_half_life is not None and not recency_half_life > 0:
             raise UsageValueError(f"--recency-half-life must be a positive number of days, got {recency_half_life}")
         settings = None
@@ -289,7 +289,7 @@ class Index:
                 fused = _put_first(fused, named, self._first_chunks([n for n, _ in named]))
                 recency = self._apply_recency(fused, recency_half_life) if recency_half_life else {}
                 keep = max(limit, settings.top_n) if settings else limit
-                pairs = self._results(fused[:keep], fq.terms, mode, staleness)
+                pairs = self._results(fused[:keep], fq.terms, mode)
                 candidates = self._candidates(pairs[:settings.top_n]) if settings else []
             finally:
                 self.conn.execute("COMMIT")
@@ -300,7 +300,7 @@ class Index:
         pairs = pairs[:limit]
         results = [r for _, r in pairs]
         if related and results:
-            results += self._related(results, filters, fq.terms, staleness)
+            results += self._related(results, filters, fq.terms)
         response = SearchResponse(query=query, mode=mode, took_ms=0.0, warnings=warnings,
                                   results=results, terms=fq.terms)
         if explain:
@@ -392,8 +392,7 @@ class Index:
         pairs = vectors.top_chunks(qvec, chunk_depth, allowed)
         return best_per_note(vector_hits(self.conn, pairs), note_depth)
 
-    def _results(self, fused: list[Fused], terms: list[str], mode: str,
-                 staleness: Staleness) -> list[tuple[Fused, SearchResult]]:
+    def _results(self, fused: list[Fused], terms: list[str], mode: str) -> list[tuple[Fused, SearchResult]]:
         rows = self._chunk_rows([f.chunk_id for f in fused])
         out = []
         for f in fused:
@@ -405,26 +404,26 @@ class Index:
             score = {"fts": scores.fts, "vector": scores.vector}.get(mode)
             if score is None:
                 score = _round(f.score)
-            out.append((f, self._result(rows[f.chunk_id], terms, score, scores, staleness)))
+            out.append((f, self._result(rows[f.chunk_id], terms, score, scores)))
         return out
 
     def _chunk_rows(self, ids: list[int]) -> dict[int, tuple]:
+        """chunk id -> (path, title, tags, heading, start, end, text, stale, date)."""
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
+        stale_sql, stale_params = Staleness.from_config(self.config).sql()
         return {r[0]: r[1:] for r in self.conn.execute(
-            f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text, n.metadata,
-                       coalesce(c.at, n.date), {CHUNK_DATE_SQL}
-                FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", ids)}
+            f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text,
+                       coalesce({stale_sql}, 0), coalesce(c.at, n.date)
+                FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", [*stale_params, *ids])}
 
-    def _result(self, row: tuple, terms: list[str], score, scores: Scores, staleness: Staleness,
-                **extra) -> SearchResult:
-        path, title, tags, heading, start, end, text, metadata, date, _ = row
+    def _result(self, row: tuple, terms: list[str], score, scores: Scores, **extra) -> SearchResult:
+        path, title, tags, heading, start, end, text, stale, date = row
         return SearchResult(
             path=path, title=title, heading=heading, start_line=start, end_line=end,
             snippet=make_snippet(_without_heading_line(text), terms), score=score, scores=scores,
-            tags=json.loads(tags), stale=staleness.is_stale(Staleness.of_json(metadata)),
-            uri=self.obsidian_uri(path), date=date, **extra)
+            tags=json.loads(tags), stale=bool(stale), uri=self.obsidian_uri(path), date=date, **extra)
 
     def links(self, path: str) -> dict:
         """A note's outgoing links (resolved or not), its backlinks, and
@@ -512,14 +511,16 @@ class Index:
         (date, factor)."""
         import datetime as dt
 
-        rows = self._chunk_rows([f.chunk_id for f in fused])
+        ids = [f.chunk_id for f in fused]
+        dates = dict(self.conn.execute(
+            f"SELECT c.id, {CHUNK_DATE_SQL} FROM chunks c JOIN notes n ON n.id = c.note_id "
+            f"WHERE c.id IN ({','.join('?' * len(ids))})", ids)) if ids else {}
         now = dt.datetime.now()
         out = {}
         for f in fused:
-            row = rows.get(f.chunk_id)
-            if row is None or not row[-1]:
+            date = dates.get(f.chunk_id)
+            if not date:
                 continue
-            date = row[-1]
             try:
                 when = dt.datetime.fromisoformat(date if "T" in date else date + "T12:00")
             except ValueError:
@@ -531,8 +532,7 @@ class Index:
         fused.sort(key=lambda f: (f.name_match is None, -f.score))
         return out
 
-    def _related(self, hits: list[SearchResult], filters: SearchFilters, terms: list[str],
-                 staleness: Staleness) -> list[SearchResult]:
+    def _related(self, hits: list[SearchResult], filters: SearchFilters, terms: list[str]) -> list[SearchResult]:
         """Notes one link away (out or back) from the top hits, not hits
         themselves, in the order of the hit they connect to, then by how many
         of the top hits they connect to."""
@@ -566,7 +566,7 @@ class Index:
             row = rows.get(first[note_id])
             if row is None or row[0] in seen:
                 continue
-            out.append(self._result(row, terms, 0.0, Scores(), staleness, related=True,
+            out.append(self._result(row, terms, 0.0, Scores(), related=True,
                                     related_to=found[note_id][2]))
             if len(out) == RELATED_LIMIT:
                 break
