@@ -1,8 +1,11 @@
 """Fault injection for the reliability suite (tests/reliability/).
 
-``VAULT_SEARCH_FAULT=NAME[:N]`` makes the process kill itself with SIGKILL
-the N-th time (default: the first) it reaches the named point, exactly as a
-power cut or the OOM killer would stop it there. Unset (always, outside the
+``VAULT_SEARCH_FAULT=NAME[:N][=ACTION]`` acts the N-th time (default: the
+first) the process reaches the named point. ACTION is ``kill`` (default:
+SIGKILL, exactly as a power cut or the OOM killer would stop it there),
+``oserror`` (raise ``OSError(ENOSPC)``, as a full disk would), ``interrupt``
+(raise ``KeyboardInterrupt``, as Ctrl-C would) or ``dberror`` (raise
+``sqlite3.OperationalError("disk I/O error")``). Unset (always, outside the
 tests) every point is a dictionary lookup and nothing else.
 
 Points: ``scan`` (after the vault was scanned, before anything is written),
@@ -10,11 +13,14 @@ Points: ``scan`` (after the vault was scanned, before anything is written),
 final transaction: links, deletions, bookkeeping), ``embed-batch`` (after a
 batch of vectors was committed), ``matrix-files`` (after the two matrix
 files were renamed into place, before the db records them), ``matrix-ids``
-(between the two renames).
+(between the two renames), ``swap`` (a rebuild, before it replaces the old
+index), and ``txn:NAME`` inside every write transaction just before its
+COMMIT (``store.WRITE_TRANSACTIONS`` lists the names).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
@@ -26,9 +32,33 @@ def point(name: str) -> None:
     wanted = os.environ.get(ENV)
     if not wanted:
         return
-    target, _, nth = wanted.partition(":")
+    spec, _, action = wanted.partition("=")
+    target, _, nth = spec.partition(":") if not spec.startswith("txn:") else _txn_spec(spec)
     if target != name:
         return
     _seen[name] = _seen.get(name, 0) + 1
-    if _seen[name] >= int(nth or 1):
+    if _seen[name] != int(nth or 1) and not (action in ("", "kill") and _seen[name] > int(nth or 1)):
+        return
+    if action in ("", "kill"):
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "oserror":
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+    elif action == "interrupt":
+        raise KeyboardInterrupt
+    elif action == "dberror":
+        import sqlite3
+
+        raise sqlite3.OperationalError("disk I/O error (injected)")
+    else:
+        raise ValueError(f"{ENV}: unknown action {action!r}")
+
+
+def _txn_spec(spec: str) -> tuple[str, str, str]:
+    """``txn:NAME[:N]`` keeps its ``txn:`` prefix in the point's name."""
+    name, _, nth = spec[4:].partition(":")
+    return f"txn:{name}", ":", nth
+
+
+def reset() -> None:
+    """Forget how often each point was reached (tests that inject in-process)."""
+    _seen.clear()

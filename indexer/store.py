@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
+from . import faults
 from .errors import IndexCorruptError, IndexNotFoundError, IndexVersionError, VaultSearchError
 from .parse import normalize_date
 from .segment import CONNECTORS
@@ -193,9 +194,32 @@ def rollback(conn: sqlite3.Connection) -> None:
     transaction is active", hiding what really went wrong."""
     if conn.in_transaction:
         try:
-            rollback(conn)
+            conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass
+
+
+# Every write transaction of the index, by name; each has the fault point
+# ``txn:NAME`` just before its COMMIT (tests/reliability/test_transactions.py
+# raises ordinary errors there).
+WRITE_TRANSACTIONS = ("migrate", "model", "dictionary", "notes", "finish", "embeddings", "publish")
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection, name: str):
+    """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or a
+    rollback on any exception (KeyboardInterrupt too) before it propagates,
+    so a failed write never leaves the transaction, and SQLite's write lock,
+    held. Every writer of the index goes through here."""
+    assert name in WRITE_TRANSACTIONS, name
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        faults.point(f"txn:{name}")
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
 
 
 def name_key(text: str) -> str:
@@ -238,8 +262,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     import sqlite_utils
 
     db = sqlite_utils.Database(conn)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn, "migrate"):
         # Another process may have migrated while we waited for the lock.
         done = applied_migrations(conn)
         conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
@@ -251,10 +274,6 @@ def migrate(conn: sqlite3.Connection) -> int:
             conn.execute("INSERT INTO _migrations VALUES (?, ?)", (migration.__name__, time.time()))
             ran += 1
         set_meta(conn, "schema_version", str(SCHEMA_VERSION))
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise
     return ran
 
 

@@ -22,7 +22,7 @@ from .scan import ScannedFile, scan_paths, scan_vault
 from . import faults
 from .links import resolve_links
 from .segment import Segmenter, user_word_candidates
-from .store import get_meta, migrate, name_key, rollback, set_meta
+from .store import get_meta, migrate, name_key, set_meta, transaction
 
 BATCH_NOTES = 200          # notes per write transaction
 PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
@@ -168,9 +168,8 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         # leave chunks segmented with words the next run does not know.
         stored = {w for (w,) in conn.execute("SELECT word FROM dictionary")}
         fresh = [(w, f) for w, f in segmenter.user_words().items() if w not in stored]
-        _begin(conn)
-        conn.executemany("INSERT INTO dictionary (word, freq, settled) VALUES (?, ?, 0)", fresh)
-        conn.execute("COMMIT")
+        with transaction(conn, "dictionary"):
+            conn.executemany("INSERT INTO dictionary (word, freq, settled) VALUES (?, ?, 0)", fresh)
         report.user_words_added = len(fresh)
 
     # Pass 2: chunk, segment and write in batches.
@@ -189,8 +188,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
                     continue
                 note = parse_note(item.file.path, result[1])
             rows.append((item, note, _note_rows(note, segmenter, chunking)))
-        _begin(conn)
-        try:
+        with transaction(conn, "notes"):
             for item, note, (fts_meta, chunk_rows) in rows:
                 old = existing.get(item.file.path)
                 note_id, names_changed = _write_note(conn, item, note, old[0] if old else None, fts_meta,
@@ -207,15 +205,10 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
                     report.added += 1
                 conn.execute("DELETE FROM skipped WHERE path = ?", (item.file.path,))
             set_meta(conn, "links_pending", "1")   # this batch's links wait for the final pass
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
         faults.point("fts-batch")
 
     faults.point("resolve")
-    _begin(conn)
-    try:
+    with transaction(conn, "finish"):
         conn.executemany("UPDATE notes SET mtime_ns = ?, size = ? WHERE path = ?", touch)
         report.touched = len(touch)
         for path in drop:
@@ -249,15 +242,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             "at": time.time(), "seconds": round(report.seconds, 3), "added": report.added,
             "updated": report.updated, "deleted": report.deleted, "unchanged": report.unchanged,
             "skipped": report.skipped}))
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise
     return report
-
-
-def _begin(conn: sqlite3.Connection) -> None:
-    conn.execute("BEGIN IMMEDIATE")
 
 
 def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:

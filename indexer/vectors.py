@@ -26,7 +26,7 @@ import numpy as np
 from . import faults
 from .chunk import passage_text
 from .embed import Embedder
-from .store import get_meta, rollback, set_meta
+from .store import get_meta, set_meta, transaction
 
 VECTORS_FILE = "vectors.npy"
 IDS_FILE = "vectors.ids.npy"
@@ -90,14 +90,9 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         vectors = np.asarray(embedder.embed_passages([text for _, text in batch]), dtype=np.float32)
         if vectors.shape != (len(batch), embedder.dim):
             raise ValueError(f"embedder returned shape {vectors.shape}, expected {(len(batch), embedder.dim)}")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn, "embeddings"):
             conn.executemany("INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
                              [(embedder.fingerprint, h, v.tobytes()) for (h, _), v in zip(batch, vectors)])
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
         done += len(batch)
         faults.point("embed-batch")
         if progress:
@@ -227,15 +222,10 @@ def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder
         due = time.monotonic() - _last_publish.get(key, 0.0) >= PUBLISH_EVERY_S
         # Even when interrupted, publish what was embedded so far.
         if limit is None or interrupted or report.waiting == 0 or due:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn, "publish"):
                 drop_unused(conn, embedder.fingerprint)
                 report.rows, report.matrix_written = write_matrix(conn, index_dir, embedder.fingerprint,
                                                                   embedder.dim)
-                conn.execute("COMMIT")
-            except BaseException:
-                rollback(conn)
-                raise
             _last_publish[key] = time.monotonic()
     report.seconds = time.perf_counter() - t0
     return report

@@ -21,7 +21,7 @@ from indexer.errors import (IndexCorruptError, IndexVersionError, NoteNotFoundEr
                             PathOutsideVaultError, UsageValueError, VaultSearchError)
 from indexer.parse import BinaryNoteError, decode_note, split_lines
 from indexer.scan import IgnoreRules, is_markdown
-from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta
+from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta, transaction
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
 
 from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
@@ -237,10 +237,9 @@ class Index:
         spec = recorded or requested or DEFAULT_MODEL
         if self._embedder is None or self._embedder.spec != spec:
             self._embedder = get_embedder(spec)
-        self.conn.execute("BEGIN IMMEDIATE")
-        set_meta(self.conn, "embed_model", spec)
-        set_meta(self.conn, "embed_fingerprint", self._embedder.fingerprint)
-        self.conn.execute("COMMIT")
+        with transaction(self.conn, "model"):
+            set_meta(self.conn, "embed_model", spec)
+            set_meta(self.conn, "embed_fingerprint", self._embedder.fingerprint)
         return self._embedder
 
     # -- reading -----------------------------------------------------------
