@@ -4,8 +4,9 @@
 first) the process reaches the named point. ACTION is ``kill`` (default:
 SIGKILL, exactly as a power cut or the OOM killer would stop it there),
 ``oserror`` (raise ``OSError(ENOSPC)``, as a full disk would), ``interrupt``
-(raise ``KeyboardInterrupt``, as Ctrl-C would) or ``dberror`` (raise
-``sqlite3.OperationalError("disk I/O error")``). Unset (always, outside the
+(raise ``KeyboardInterrupt``, as Ctrl-C would), ``dberror`` (raise
+``sqlite3.OperationalError("disk I/O error")``) or ``errno:NAME`` (raise
+``OSError`` with that errno: ``errno:EACCES``, ``errno:EIO``). Unset (always, outside the
 tests) every point is a dictionary lookup and nothing else.
 
 Points: ``scan`` (after the vault was scanned, before anything is written),
@@ -13,8 +14,8 @@ Points: ``scan`` (after the vault was scanned, before anything is written),
 final transaction: links, deletions, bookkeeping), ``embed-batch`` (after a
 batch of vectors was committed), ``matrix-files`` (after the two matrix
 files were renamed into place, before the db records them), ``matrix-ids``
-(between the two renames), ``swap`` (a rebuild, before it replaces the old
-index), and ``txn:NAME`` inside every write transaction just before its
+(between the two renames), ``read`` (opening a note to read it), ``swap``
+(a rebuild, before it replaces the old index), and ``txn:NAME`` inside every write transaction just before its
 COMMIT (``store.WRITE_TRANSACTIONS`` lists the names).
 """
 
@@ -49,6 +50,9 @@ def point(name: str) -> None:
         import sqlite3
 
         raise sqlite3.OperationalError("disk I/O error (injected)")
+    elif action.startswith("errno:"):
+        code = getattr(errno, action[6:])
+        raise OSError(code, f"{os.strerror(code)} (injected)")
     else:
         raise ValueError(f"{ENV}: unknown action {action!r}")
 

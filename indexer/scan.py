@@ -8,6 +8,7 @@ inside the vault and does not lead round a loop.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import stat
@@ -72,16 +73,30 @@ class IgnoreRules:
         return False
 
 
+def gone(exc: OSError) -> bool:
+    """Whether an error proves the path no longer exists (rather than that it
+    could not be read just now: EACCES, EIO, EMFILE, a stale mount)."""
+    return exc.errno in (errno.ENOENT, errno.ENOTDIR)
+
+
+def covered(path: str, unreadable: Iterable[str]) -> bool:
+    """Whether ``path`` is, or lies under, a path that could not be read ("" is the vault)."""
+    return any(u == "" or path == u or path.startswith(u + "/") for u in unreadable)
+
+
 def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = None,
-               start: str = "") -> Iterator[ScannedFile]:
+               start: str = "", unreadable: set[str] | None = None) -> Iterator[ScannedFile]:
     """Yield every Markdown file to index, one ``stat`` each.
 
     ``warn(path, message)`` hears about what was skipped for a reason the user
     may not expect (a symlink out of the vault, a loop, an unreadable folder,
     a file name that is not valid UTF-8). ``start`` limits the walk to one
-    vault-relative folder.
+    vault-relative folder. ``unreadable`` collects the folders that could not
+    be listed and the files that could not be stat'ed for any reason but
+    their absence: what the index has under them must not be taken for deleted.
     """
     warn = warn or (lambda path, message: None)
+    unreadable = unreadable if unreadable is not None else set()
     rules = IgnoreRules(config.ignore, config.include_dot)
     root = str(config.vault)
     root_real = os.path.realpath(root)
@@ -90,7 +105,11 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
         root_stat = os.stat(top)
     except OSError as exc:
         if not start:
+            # Even a vault folder that is gone (an unmounted drive) deletes nothing.
             warn("", f"cannot read the vault folder: {exc.strerror}")
+            unreadable.add("")
+        elif not gone(exc):
+            unreadable.add(start)
         return
     seen_dirs = {(root_stat.st_dev, root_stat.st_ino)}
     stack: list[tuple[str, str]] = [(top, start)]
@@ -102,7 +121,9 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
             path, rel = linked.pop(0)
             try:
                 st = os.stat(path)
-            except OSError:
+            except OSError as exc:
+                if not gone(exc):
+                    unreadable.add(rel)
                 continue
             if (st.st_dev, st.st_ino) in seen_dirs:
                 warn(rel, "folder already visited (symlink loop or duplicate link); skipped")
@@ -114,7 +135,9 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
             with os.scandir(dirpath) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            warn(reldir or ".", f"cannot read folder: {exc.strerror}")
+            if not gone(exc):
+                warn(reldir or ".", f"cannot read folder: {exc.strerror}; what the index has under it is kept")
+                unreadable.add(reldir)
             continue
         subdirs = []
         for entry in entries:
@@ -123,13 +146,17 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
                 warn(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
                      "file name is not valid UTF-8; skipped (rename it to index it)")
                 continue
+            is_link = False
             try:
                 is_link = entry.is_symlink()
                 st = entry.stat(follow_symlinks=True)
-            except OSError:
-                if is_link:
+            except OSError as exc:
+                if is_link and gone(exc):
                     warn(rel, "broken symlink skipped")
-                continue  # vanished between listing and stat
+                elif not gone(exc):   # else: vanished between listing and stat
+                    warn(rel, f"cannot read: {exc.strerror}; what the index has for it is kept")
+                    unreadable.add(rel)
+                continue
             is_dir = stat.S_ISDIR(st.st_mode)
             if rules.skips(rel, is_dir):
                 continue
@@ -158,10 +185,12 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
 
 
 def scan_paths(config: VaultConfig, paths: Iterable[str],
-               warn: Callable[[str, str], None] | None = None) -> Iterator[ScannedFile]:
+               warn: Callable[[str, str], None] | None = None,
+               unreadable: set[str] | None = None) -> Iterator[ScannedFile]:
     """``scan_vault`` for a few vault-relative paths (files or folders), as
     reported by a file watcher; paths that do not exist yield nothing."""
     warn = warn or (lambda path, message: None)
+    unreadable = unreadable if unreadable is not None else set()
     rules = IgnoreRules(config.ignore, config.include_dot)
     root_real = os.path.realpath(config.vault)
     seen: set[str] = set()
@@ -172,7 +201,10 @@ def scan_paths(config: VaultConfig, paths: Iterable[str],
         full = os.path.join(config.vault, rel)
         try:
             st = os.stat(full)
-        except OSError:
+        except OSError as exc:
+            if not gone(exc):
+                warn(rel, f"cannot read: {exc.strerror}; what the index has for it is kept")
+                unreadable.add(rel)
             continue
         if os.path.islink(full):
             target = os.path.realpath(full)
@@ -181,7 +213,7 @@ def scan_paths(config: VaultConfig, paths: Iterable[str],
                 continue
         if stat.S_ISDIR(st.st_mode):
             seen.add(rel)
-            yield from scan_vault(config, warn, start=rel)
+            yield from scan_vault(config, warn, start=rel, unreadable=unreadable)
         elif stat.S_ISREG(st.st_mode) and is_markdown(rel) and _valid_utf8(rel):
             yield ScannedFile(rel, full, st.st_mtime_ns, st.st_size)
 

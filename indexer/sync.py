@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, chunk_note, estimate_tokens, passage_text
 from .config import VaultConfig
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
-from .scan import ScannedFile, scan_paths, scan_vault
+from .scan import ScannedFile, covered, gone, scan_paths, scan_vault
 from . import faults
 from .links import resolve_links
 from .segment import Segmenter, user_word_candidates
@@ -27,6 +27,9 @@ from .store import get_meta, migrate, name_key, set_meta, transaction
 BATCH_NOTES = 200          # notes per write transaction
 PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
 RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
+# A file that could not be read just now (EACCES, EIO, EMFILE) is listed as
+# skipped with a reason starting so, and read again at every sync until it works.
+RETRY_REASON = "cannot read"
 CHUNKER_VERSION = f"4/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
 
 Progress = Callable[[int, int], None]
@@ -113,7 +116,11 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
     skipped_before = {row[0]: row[1:] for row in conn.execute(
         "SELECT path, mtime_ns, size, reason FROM skipped")}
 
-    files = list(scan_vault(config, warn) if scope is None else scan_paths(config, scope, warn))
+    # Only a path confirmed gone is deleted: what lies under a folder that
+    # could not be listed (or a file that could not be stat'ed) is kept.
+    unreadable: set[str] = set()
+    files = list(scan_vault(config, warn, unreadable=unreadable) if scope is None
+                 else scan_paths(config, scope, warn, unreadable=unreadable))
     report.scanned = len(files)
     on_disk = {f.path for f in files}
     todo: list[ScannedFile] = []
@@ -122,7 +129,8 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         if not force and old is not None and old[1] == f.mtime_ns and old[2] == f.size:
             continue
         skip = skipped_before.get(f.path)
-        if not force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size:
+        if (not force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size
+                and not skip[2].startswith(RETRY_REASON)):
             report.skipped += 1
             continue
         todo.append(f)
@@ -133,7 +141,7 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
     # for jieba first, so every chunk is segmented with the full dictionary.
     pending: list[_Pending] = []
     touch: list[tuple[int, int, str]] = []  # same hash, new mtime/size
-    drop: list[str] = [p for p in existing if p not in on_disk]
+    drop: list[str] = [p for p in existing if p not in on_disk and not covered(p, unreadable)]
     skips: list[tuple[str, str, int, int]] = []
     buffered = 0
     words: set[str] = set()
@@ -146,8 +154,8 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         if isinstance(result, str):  # a reason to skip the file
             if result != "vanished":
                 skips.append((f.path, result, f.mtime_ns, f.size))
-            if f.path in existing:
-                drop.append(f.path)
+            if f.path in existing and not result.startswith(RETRY_REASON):
+                drop.append(f.path)   # gone, or no longer a note (binary, too large)
             continue
         data_hash, text = result
         old = existing.get(f.path)
@@ -221,7 +229,8 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             report.deleted += 1
         conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", skips)
         conn.executemany("DELETE FROM skipped WHERE path = ?",
-                         [(p,) for p in skipped_before if p not in on_disk and in_scope(p, scope)])
+                         [(p,) for p in skipped_before
+                          if p not in on_disk and in_scope(p, scope) and not covered(p, unreadable)])
         report.skipped += len(skips)
         unsettled = [w for (w,) in conn.execute("SELECT word FROM dictionary WHERE settled = 0")]
         if unsettled:
@@ -253,13 +262,14 @@ def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
         warn(f.path, reason)
         return reason
     try:
+        faults.point("read")
         with open(f.abspath, "rb") as fh:
             data = fh.read(config.max_file_bytes + 1)
-    except FileNotFoundError:
-        warn(f.path, "vanished while indexing; will be picked up if it comes back")
-        return "vanished"
     except OSError as exc:
-        reason = f"cannot read: {exc.strerror}"
+        if gone(exc):
+            warn(f.path, "vanished while indexing; will be picked up if it comes back")
+            return "vanished"
+        reason = f"{RETRY_REASON} ({exc.strerror}); the index keeps what it had and tries again at the next sync"
         warn(f.path, reason)
         return reason
     if len(data) > config.max_file_bytes:
