@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,6 +25,7 @@ from indexer.parse import BinaryNoteError, decode_note, split_lines
 from indexer.scan import IgnoreRules, is_markdown
 from indexer.store import DB_NAME, writer_lock, SCHEMA_VERSION, check_schema, connect, db_path, get_meta, migrate, set_meta, transaction
 from indexer.sync import Progress, SyncReport, load_segmenter, sync_vault
+from indexer import faults
 
 from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
 from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
@@ -32,6 +35,7 @@ from .results import IndexStatus, NoteText, Scores, SearchResponse, SearchResult
 from .snippet import make_snippet
 
 MODES = ("hybrid", "fts", "vector")
+REBUILD_DIR = "rebuild"   # `index --rebuild` builds here, beside the live index, and swaps in when done
 MAX_LIMIT = 1000
 MAX_NAME_QUERY_CHARS = 200   # longer queries are sentences, never a note's name
 MAX_NAME_MATCHES = 5
@@ -62,6 +66,8 @@ class Index:
         self._db_identity = None
         self._dictionary_size = 0
         self._embedder_given = embedder is not None
+        self._rebuild_of: Path | None = None   # set while this index is a rebuild of that folder's index
+        self._previous_model: str | None = None
 
     # -- lifecycle ---------------------------------------------------------
     @classmethod
@@ -74,22 +80,9 @@ class Index:
         index's recorded model (tests pass a deterministic one).
         """
         config = config or load_config(vault, index_dir)
-        path = db_path(config.index_dir)
         if rebuild:
-            with writer_lock(config.index_dir):  # never under a running sync
-                for suffix in ("", "-wal", "-shm"):
-                    try:
-                        os.remove(f"{path}{suffix}")
-                    except FileNotFoundError:
-                        pass
-                    except OSError as exc:
-                        raise VaultSearchError(f"cannot remove {path}{suffix}: {exc.strerror}") from None
-                for name in ("vectors.npy", "vectors.ids.npy"):
-                    try:
-                        os.remove(Path(config.index_dir) / name)
-                    except OSError:
-                        pass
-        conn = connect(path, create=create or rebuild)
+            return cls._open_rebuild(config, embedder)
+        conn = connect(db_path(config.index_dir), create=create)
         idx = cls(config, conn, embedder)
         idx._db_identity = idx._file_identity()
         try:
@@ -100,6 +93,59 @@ class Index:
             conn.close()
             raise
         return idx
+
+    @classmethod
+    def _open_rebuild(cls, config: VaultConfig, embedder) -> "Index":
+        """A new index built beside the live one (in ``rebuild/``), which the
+        first sync that completes swaps in: until then, and whenever the
+        rebuild fails or is interrupted, the old index keeps answering.
+        Without a ``model`` the rebuild keeps the old index's model."""
+        build = Path(config.index_dir) / REBUILD_DIR
+        with writer_lock(build):   # never under another rebuild's sync
+            _remove_index_files(build)
+        idx = cls(replace(config, index_dir=build), connect(db_path(build), create=True), embedder)
+        idx._rebuild_of = Path(config.index_dir)
+        idx._previous_model = _recorded_model(config.index_dir)
+        idx._db_identity = idx._file_identity()
+        return idx
+
+    def _swap_in(self) -> None:
+        """Replace the live index with the completed rebuild: its db first
+        (fully checkpointed, so no WAL travels with it; the old WAL and
+        shared-memory files go before it arrives, so they are never applied to
+        it), then the matrix files, which the db's digests check anyway."""
+        from indexer.vectors import IDS_FILE, VECTORS_FILE
+
+        live, build = self._rebuild_of, Path(self.config.index_dir)
+        faults.point("swap")
+        with writer_lock(live):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.conn.close()
+            target = db_path(live)
+            for suffix in ("-wal", "-shm"):
+                _remove(f"{target}{suffix}")
+            os.replace(db_path(build), target)
+            for name in (IDS_FILE, VECTORS_FILE):
+                if (build / name).exists():
+                    os.replace(build / name, live / name)
+                else:
+                    _remove(live / name)
+        self._rebuild_of = None
+        self.config = replace(self.config, index_dir=live)
+        self.conn = connect(target)
+        self._db_identity = self._file_identity()
+        self._vectors = None
+        shutil.rmtree(build, ignore_errors=True)
+
+    def _discard_rebuild(self) -> None:
+        """A failed or interrupted rebuild leaves nothing behind but the old index."""
+        self.conn.close()
+        build = Path(self.config.index_dir)
+        shutil.rmtree(build, ignore_errors=True)
+        self.config = replace(self.config, index_dir=self._rebuild_of)
+        self.conn = connect(db_path(self._rebuild_of), create=True)
+        self._rebuild_of = None
+        self._db_identity = self._file_identity()
 
     def _check_vault(self) -> None:
         """An index serves the vault it was built from, never another one."""
@@ -191,9 +237,19 @@ class Index:
         """
         try:
             with writer_lock(self.config.index_dir):
-                return self._sync(progress, force, embed, model, embed_progress, embed_limit, paths)
+                report = self._sync(progress, force, embed, model, embed_progress, embed_limit, paths)
+            if self._rebuild_of is not None:
+                self._swap_in()
+            return report
         except sqlite3.DatabaseError as exc:
-            raise _db_error(exc, self.config) from None
+            error = _db_error(exc, self.config)
+            if self._rebuild_of is not None:
+                self._discard_rebuild()
+            raise error from None
+        except BaseException:
+            if self._rebuild_of is not None:
+                self._discard_rebuild()
+            raise
 
     def _sync(self, progress, force, embed, model, embed_progress, embed_limit, paths) -> SyncReport:
         # A long-lived writer (the watcher) follows an `index --rebuild` made
@@ -207,6 +263,7 @@ class Index:
         migrate(self.conn)
         self._check_vault()  # another writer may have rebuilt it for another vault meanwhile
         embedder = None
+        model = model or (self._previous_model if self._rebuild_of is not None else None)
         if embed or model:
             # `index --no-embed --model X` on a new index records X: the
             # chunks are sized for it and the next `index` embeds with it.
@@ -694,6 +751,38 @@ class Index:
         except sqlite3.DatabaseError as exc:
             raise _db_error(exc, self.config) from None
         return status
+
+
+def _remove(path) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise VaultSearchError(f"cannot remove {path}: {exc.strerror}") from None
+
+
+def _remove_index_files(folder: Path) -> None:
+    from indexer.vectors import IDS_FILE, VECTORS_FILE
+
+    path = db_path(folder)
+    for name in (f"{path}", f"{path}-wal", f"{path}-shm", folder / IDS_FILE, folder / VECTORS_FILE):
+        _remove(name)
+
+
+def _recorded_model(index_dir) -> str | None:
+    """The model an existing (maybe damaged) index was built with, if it can be read."""
+    path = db_path(index_dir)
+    if not path.exists():
+        return None
+    try:
+        conn = connect(path, readonly=True)
+        try:
+            return get_meta(conn, "embed_model")
+        finally:
+            conn.close()
+    except (VaultSearchError, sqlite3.DatabaseError):
+        return None
 
 
 def _vector_status_fields(conn, index_dir) -> dict:
