@@ -1,5 +1,7 @@
-"""Resolve ``[[wikilinks]]`` to notes the way Obsidian does.
+"""Resolve ``[[wikilinks]]`` and Markdown links to notes the way Obsidian does.
 
+A Markdown link (``[t](../Folder/Bob%20Smith.md)``) arrives here URL-decoded
+by the parser and is resolved exactly like a wikilink with that path.
 A link path is matched case-insensitively, with or without ``.md``:
 1. as a path from the vault root (``[[Folder/Note]]``);
 2. as a path relative to the linking note's folder (``[[../Other]]``);

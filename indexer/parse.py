@@ -10,6 +10,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from urllib.parse import unquote
 
 import frontmatter
 import yaml
@@ -20,15 +21,38 @@ DATE_KEYS = ("date", "created", "date created", "created_at", "creation date",
              "updated", "date modified", "modified", "updated_at", "last_modified")
 DAILY_NOTE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 DATE_VALUE_RE = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2}))?")
-FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Any indentation: how far a fence may be indented depends on the list it sits in.
+FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+# A list item's marker; the item's content starts after it (CommonMark: 1-4 spaces).
+LIST_ITEM_RE = re.compile(r"^( *)([-+*]|\d{1,9}[.)])( +|$)")
+INDENTED_CODE = 4   # columns of indentation (a tab is 4) that make a code block after a blank line
+BACKTICK_RUN_RE = re.compile(r"`+")
 HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 CLOSING_HASHES_RE = re.compile(r"(?:^|[ \t]+)#+$")
 H1_RE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
 WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]|#^\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 # Obsidian tags: letters of any script, digits, _ - /, at least one non-digit;
-# must follow whitespace or start a line so URLs' "#anchors" are not tags.
+# must follow whitespace or start a line (Obsidian's own rule) so URLs'
+# "#anchors", "&#123;" entities and "[[#Heading]]" are not tags. An HTML tag
+# ends a text run as a line start does (<span>#tag</span>): HTML_TAG_RE turns
+# tags into spaces before INLINE_TAG_RE runs.
 INLINE_TAG_RE = re.compile(r"(?:(?<=\s)|^)#((?:[\w\-/]*[^\W\d][\w\-/]*))", re.MULTILINE)
-INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
+HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>\n]*)?/?>")
+# Markdown links, CommonMark inline form: [text](dest "title"), ![alt](dest),
+# dest in <angle brackets> when it has spaces; text may hold one level of
+# brackets ([![img](a.png)](Note.md)), dest one level of parentheses.
+MD_LINK_RE = re.compile(
+    r"(!?)\[((?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\]"
+    r"\([ \t]*(<(?:[^<>\n\\]|\\.)*>|(?:[^\s()<\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)"
+    r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*\)")
+# Reference links: "[label]: dest" defines, [text][label], [label][] and [label] use.
+MD_REF_DEF_RE = re.compile(
+    r"^ {0,3}\[((?:[^\[\]\n\\]|\\.)+)\]:[ \t]*(<(?:[^<>\n\\]|\\.)*>|\S+)"
+    r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$")
+MD_REF_USE_RE = re.compile(
+    r"(!?)\[((?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\](?:\[((?:[^\[\]\n\\]|\\.)*)\])?")
+URL_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")   # http:, mailto:, obsidian:, file: ...
+BACKSLASH_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 BINARY_SNIFF_BYTES = 8192
 
 
@@ -41,10 +65,10 @@ class Heading:
 
 @dataclass(frozen=True)
 class Link:
-    """One ``[[wikilink]]`` or ``![[embed]]`` as written."""
-    target: str      # the link path, without #subpath ("" for a link inside the same note)
+    """One ``[[wikilink]]``, ``![[embed]]``, ``[text](Note.md)`` or ``![alt](image.png)`` as written."""
+    target: str      # the link path, without #subpath ("" for a link inside the same note); URL-decoded
     subpath: str     # "#Heading", "#^block-id" or ""
-    alias: str       # the text after "|", or ""
+    alias: str       # the text after "|" (a Markdown link's text), or ""
     embed: bool      # ![[...]]
     line: int        # 1-based line in the file
 
@@ -154,13 +178,15 @@ def parse_note(path: str, text: str) -> ParsedNote:
     note.aliases = _dedupe(_str_items(meta.get("aliases", meta.get("alias"))))
     note.tags = _dedupe(
         [t.lstrip("#") for t in _str_items(meta.get("tags", meta.get("tag")), split_spaces=True)]
-        + INLINE_TAG_RE.findall(prose))
+        + INLINE_TAG_RE.findall(HTML_TAG_RE.sub(" ", prose) if "<" in prose else prose))
     note.tags = [t.strip("/") for t in note.tags if t.strip("/")]
-    note.link_records = [
-        Link(_link_target(m.group(2)), (m.group(3) or "").strip(), (m.group(4) or "").strip(), m.group(1) == "!",
-             note.body_start + i)
+    wikilinks = [
+        (i, m.start(), Link(_link_target(m.group(2)), (m.group(3) or "").strip(), (m.group(4) or "").strip(),
+                            m.group(1) == "!", note.body_start + i))
         for i, line in enumerate(prose_lines) if "[[" in line for m in WIKILINK_RE.finditer(line)
         if _link_target(m.group(2)) or m.group(3)]
+    note.link_records = [link for _, _, link in sorted(wikilinks + _markdown_links(prose_lines, note.body_start),
+                                                       key=lambda found: found[:2])]
     note.links = _dedupe([link.target for link in note.link_records if link.target])
     note.date = _note_date(meta, path)
     return note
@@ -169,6 +195,72 @@ def parse_note(path: str, text: str) -> ParsedNote:
 def _link_target(raw: str) -> str:
     # Inside a table the alias bar is escaped: [[Note\|alias]].
     return raw.strip().removesuffix("\\").strip()
+
+
+def _markdown_links(prose_lines: list[str], body_start: int) -> list[tuple[int, int, Link]]:
+    """``[text](Note%20Name.md#Heading)`` and ``![alt](image.png)`` links (and
+    reference links) as (line index, column, Link): the target URL-decoded
+    but as written otherwise (``../Folder/Note.md``), so the resolver reads
+    it as it reads a wikilink's path; the text is the alias. External URLs
+    (any ``scheme:``) are not vault links."""
+    found = []
+    defs = _reference_definitions(prose_lines) if any("]:" in line for line in prose_lines) else {}
+    for i, line in enumerate(prose_lines):
+        if "[" not in line or "]" not in line:
+            continue
+        taken = []   # spans of inline links, which reference uses must not reuse
+        if "](" in line:
+            pending = [(m, 0) for m in MD_LINK_RE.finditer(line)]
+            while pending:
+                m, offset = pending.pop()
+                embed, text, dest = m.group(1) == "!", m.group(2), m.group(3)
+                start = offset + m.start()
+                if (start and line[start - 1] == "\\") or (text.startswith("[") and text.endswith("]")):
+                    continue   # an escaped "\[" is text; "[[Note]](x)" is a wikilink followed by "(x)"
+                taken.append((start, offset + m.end()))
+                if "](" in text:   # an image inside a link's text: [![cover](cover.jpg)](Book.md)
+                    text_start = start + len(m.group(1)) + 1
+                    pending.extend((inner, text_start) for inner in MD_LINK_RE.finditer(text))
+                if (where := _markdown_destination(dest)) is not None:
+                    found.append((i, start, Link(*where, text.strip(), embed, body_start + i)))
+        if defs and not MD_REF_DEF_RE.match(line):
+            for m in MD_REF_USE_RE.finditer(line):
+                if any(s <= m.start() < e for s, e in taken) or (m.start() and line[m.start() - 1] == "\\") \
+                        or line[m.end():m.end() + 1] in ("(", ":"):
+                    continue
+                label = m.group(3) if m.group(3) else m.group(2)
+                if (where := defs.get(_reference_label(label))) is not None:
+                    found.append((i, m.start(), Link(*where, m.group(2).strip(), m.group(1) == "!", body_start + i)))
+    return found
+
+
+def _reference_definitions(prose_lines: list[str]) -> dict[str, tuple[str, str]]:
+    defs = {}
+    for line in prose_lines:
+        m = MD_REF_DEF_RE.match(line) if "]:" in line else None
+        if m and not m.group(1).startswith("^"):   # "[^1]: text" is a footnote
+            defs.setdefault(_reference_label(m.group(1)), _markdown_destination(m.group(2)))   # the first wins
+    return {label: where for label, where in defs.items() if where is not None}
+
+
+def _reference_label(label: str) -> str:
+    return " ".join(label.split()).casefold()
+
+
+def _markdown_destination(dest: str) -> tuple[str, str] | None:
+    """(target, subpath) of a link destination; None for an external URL or
+    an empty one."""
+    dest = dest.strip()
+    if dest.startswith("<") and dest.endswith(">"):
+        dest = dest[1:-1].strip()
+    if not dest or URL_SCHEME_RE.match(dest) or dest.startswith("//"):
+        return None
+    path, _, fragment = dest.partition("#")   # split before decoding: "%23" is part of a name
+    target = unquote(BACKSLASH_ESCAPE_RE.sub(r"\1", path)).strip()
+    subpath = unquote(BACKSLASH_ESCAPE_RE.sub(r"\1", fragment)).strip()
+    if not target and not subpath:
+        return None
+    return target, f"#{subpath}" if subpath else ""
 
 
 # Frontmatter is a few fields; anything bigger or deeper is an attack or an
@@ -227,21 +319,71 @@ def _json_safe(value, budget: list[int], depth: int):
 
 
 def _mask_code(lines: list[str]) -> list[str]:
-    """Blank out fenced code blocks and inline code, keeping line numbers."""
+    """Blank out code, keeping line numbers: fenced blocks, indented blocks
+    (4 columns more than the list item they sit in, after a blank line; an
+    indented line right after text continues that paragraph) and inline code."""
     out, fence = [], None
+    lists: list[int] = []    # content columns of the open list items, innermost last
+    in_indented, may_indent = False, True   # a block starts the body, or follows a blank line or a heading
     for line in lines:
+        expanded = line.expandtabs(4) if "\t" in line else line
+        text = expanded.lstrip(" ")
+        blank, indent = not text.strip(), len(expanded) - len(text)
+        code_indent = (lists[-1] if lists else 0) + INDENTED_CODE
         m = FENCE_RE.match(line)
-        if fence is None and m:
-            fence = m.group(1)
-            out.append("")
-        elif fence is not None:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and indent < code_indent \
                     and not line.strip()[len(m.group(1)):].strip():
                 fence = None
+                may_indent = True
             out.append("")
-        else:
-            out.append(INLINE_CODE_RE.sub(" ", line))
+            continue
+        if in_indented and (blank or indent >= code_indent):
+            out.append("")
+            continue
+        in_indented = False
+        if not blank and indent >= code_indent and may_indent:
+            in_indented = True
+            out.append("")
+            continue
+        if m and indent < code_indent:
+            fence = m.group(1)
+            out.append("")
+            continue
+        if not blank:
+            item = LIST_ITEM_RE.match(expanded)
+            if item or may_indent or HEADING_RE.match(line):   # text left of an item's content closes it
+                while lists and lists[-1] > indent:
+                    lists.pop()
+            if item:   # content starts 1-4 spaces after the marker (more: it starts 1 after, as code)
+                gap = len(item.group(3))
+                lists.append(len(item.group(1)) + len(item.group(2)) + (gap if 1 <= gap <= 4 and
+                                                                          expanded[item.end():].strip() else 1))
+        may_indent = blank or bool(HEADING_RE.match(line))
+        out.append(_mask_inline_code(line))
     return out
+
+
+def _mask_inline_code(line: str) -> str:
+    """Turn each code span (a backtick run closed by a run of the same
+    length: `code`, ``a ` b``) into a space."""
+    if "`" not in line:
+        return line
+    runs = [(m.start(), m.end()) for m in BACKTICK_RUN_RE.finditer(line)]
+    next_same, last_of = [None] * len(runs), {}
+    for k in range(len(runs) - 1, -1, -1):   # the next run of the same length, in one pass
+        width = runs[k][1] - runs[k][0]
+        next_same[k] = last_of.get(width)
+        last_of[width] = k
+    parts, done, k = [], 0, 0
+    while k < len(runs):
+        close = next_same[k]
+        if close is None:
+            k += 1
+            continue
+        parts.append(line[done:runs[k][0]] + " ")
+        done, k = runs[close][1], close + 1
+    return "".join(parts) + line[done:]
 
 
 def _heading_text(raw: str | None) -> str:
