@@ -12,6 +12,12 @@ rename is a move whose destination is the note; vim's backup-move-create-
 delete is a move, a create and a delete of the same names. A burst larger
 than ``max_pending`` paths (a sync tool dropping thousands of files) turns
 into one full rescan, so memory stays bounded and writes stay batched.
+
+Events can be lost: the kernel's inotify queue overflows under a storm of
+writes (watchdog then logs "queue overflowed"), and a burst of hundreds of
+paths is as likely to have lost some. Either is followed by a full rescan
+once the vault is calm (a second or so), so after a storm the index equals
+the disk within seconds, not at the next scheduled rescan.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ DEBOUNCE_S = 1.0            # quiet time before a batch is applied
 MAX_DELAY_S = 5.0           # a note saved every half second is still synced this often
 RESCAN_INTERVAL_S = 300.0   # full rescan every 5 minutes
 MAX_PENDING = 5000          # more changed paths than this: one full rescan instead
+STORM_PATHS = 200           # a batch this large may have lost events: a full rescan follows it
+RETRY_MAX_S = 60.0          # a sync that keeps failing is retried at most this far apart
 EMBED_SLICE = 64            # passages embedded between checks for new changes
 IGNORED_EVENTS = {"opened", "closed_no_write"}
 
@@ -130,6 +138,32 @@ def _event_handler(config: VaultConfig, changes: ChangeSet):
     return Handler()
 
 
+def _changes_only() -> list:
+    """The events that say a note changed. Opens and reads are left out, so
+    the kernel never queues them: a rescan opens every folder, and on a large
+    vault those events alone would overflow the queue and ask for another
+    rescan, round and round."""
+    from watchdog import events as e
+
+    return [e.FileCreatedEvent, e.DirCreatedEvent, e.FileDeletedEvent, e.DirDeletedEvent, e.FileModifiedEvent,
+            e.FileMovedEvent, e.DirMovedEvent, e.FileClosedEvent]
+
+
+class _LostEvents(logging.Handler):
+    """Hears watchdog's "queue overflowed; events were lost" and asks for a rescan."""
+
+    def __init__(self, watcher: "Watcher"):
+        super().__init__(logging.WARNING)
+        self.watcher = watcher
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self.watcher.events_lost()
+
+
+WATCHDOG_LOGGER = "watchdog.observers"
+
+
 class Watcher:
     """Runs the observer and the writer thread for one index."""
 
@@ -144,18 +178,33 @@ class Watcher:
         self.on_sync = on_sync
         self.changes = ChangeSet()
         self.syncs = 0
+        self.overflows = 0        # times the event queue overflowed (events lost)
+        self.storm_rescans = 0    # full rescans made because events may have been lost
         self.last_error: str | None = None
+        self._failures = 0
+        self._lost = _LostEvents(self)
         self._stop = threading.Event()
         self._observer = None
         self._thread: threading.Thread | None = None
         self._embedding_waits = embed
 
+    def events_lost(self) -> None:
+        """Events were dropped (the kernel queue overflowed): rescan everything once calm."""
+        self.overflows += 1
+        log.warning("file events were lost (queue overflow); a full rescan follows")
+        self.changes.request_full()
+
     def start(self, initial_rescan: bool = True) -> "Watcher":
+        watchdog_log = logging.getLogger(WATCHDOG_LOGGER)
+        watchdog_log.addHandler(self._lost)
+        if watchdog_log.getEffectiveLevel() > logging.WARNING:
+            watchdog_log.setLevel(logging.WARNING)   # the overflow report must reach the handler
         try:
             from watchdog.observers import Observer
 
             observer = Observer()
-            observer.schedule(_event_handler(self.config, self.changes), str(self.config.vault), recursive=True)
+            observer.schedule(_event_handler(self.config, self.changes), str(self.config.vault), recursive=True,
+                              event_filter=_changes_only())
             observer.daemon = True
             observer.start()
             self._observer = observer
@@ -168,6 +217,7 @@ class Watcher:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        logging.getLogger(WATCHDOG_LOGGER).removeHandler(self._lost)
         self.changes.request_full()  # wake the writer
         if self._observer is not None:
             self._observer.stop()
@@ -193,6 +243,9 @@ class Watcher:
                 next_full = time.monotonic() + self.interval
             elif paths:
                 self._sync(paths)
+                if len(paths) >= STORM_PATHS:
+                    self.storm_rescans += 1
+                    self.changes.request_full()   # a storm this large may have lost events
             elif self._embedding_waits:
                 self._sync([])
 
@@ -202,12 +255,15 @@ class Watcher:
             report = self.target.sync(paths=paths, embed=self.embed, embed_limit=EMBED_SLICE)
         except Exception as exc:  # never let one bad batch stop the watcher
             self.last_error = f"{exc.__class__.__name__}: {exc}"
-            log.error("sync failed (will retry): %s", self.last_error)
-            if paths:
-                self.changes.put_back(paths)
-            self._stop.wait(min(self.debounce * 5, 5.0))
+            self._failures += 1
+            delay = min(max(self.debounce, 1.0) * 5 * 2 ** (self._failures - 1), RETRY_MAX_S)
+            log.error("sync failed (will retry in %.0f s): %s", delay, self.last_error)
+            if paths is None or paths:
+                self.changes.put_back(paths)   # a failed full rescan is retried too
+            self._stop.wait(delay)
             return
         self.syncs += 1
+        self._failures = 0
         self.last_error = None
         embedding = getattr(report, "embedding", None)
         self._embedding_waits = bool(embedding and embedding.waiting)
