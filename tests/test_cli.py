@@ -85,7 +85,7 @@ def test_get_refuses_paths_outside_the_vault(cli, vault, tmp_path):
         assert r.code == 1, path
         assert "outside the vault" in r.err and "top secret" not in r.out
     r = cli("get", ".obsidian/app.json")
-    assert r.code == 1 and "not a Markdown note" in r.err
+    assert r.code == 1 and "no such note" in r.err
     r = cli("get", "no/such/note.md")
     assert r.code == 1 and "no such note" in r.err
 
