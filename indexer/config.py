@@ -6,9 +6,11 @@ it is never indexed itself), plus whatever the caller adds for one run.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
+import sqlite3
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +28,16 @@ DEFAULT_MAX_FILE_MB = 10.0
 DEFAULT_STALE_FIELD = "last_verified"
 DEFAULT_STALE_DAYS = 30
 DEFAULT_EXPIRY_FIELD = "valid_until"
+# The keys of .vault-search.toml that load_config reads, plus any that other
+# modules read from ``VaultConfig.extra`` (none today): anything else is
+# named in a warning, since a misspelt key (``ignor = [...]``) silently
+# turns its setting off.
+KNOWN_SETTINGS = ("ignore", "include_dot", "max_file_mb", "vault_name", "stale_field", "stale_days",
+                  "expiry_field")
+# Settings that look as if they belong here but live elsewhere.
+MISPLACED_SETTINGS = {"rerank": "rerank settings live in $XDG_CONFIG_HOME/vault-search/config.toml, "
+                                "never in the vault"}
+INDEX_DB = "index.db"  # indexer.store.DB_NAME (not imported: config stays free of the store)
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,9 @@ class VaultConfig:
     stale_days: float = DEFAULT_STALE_DAYS
     expiry_field: str = DEFAULT_EXPIRY_FIELD
     extra: dict = field(default_factory=dict, compare=False)
+    # (file, message) pairs about the settings file, e.g. an unknown key;
+    # the CLI prints them and `status` lists them.
+    warnings: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def with_overrides(self, ignore=(), include_dot=()) -> "VaultConfig":
         return replace(
@@ -63,14 +78,21 @@ def default_index_dir(vault: Path) -> Path:
 
 def load_config(vault: str | os.PathLike | None = None,
                 index_dir: str | os.PathLike | None = None) -> VaultConfig:
-    """Resolve the vault folder, its index folder and its settings file."""
-    root = Path(vault if vault is not None else os.getcwd()).expanduser()
+    """Resolve the vault folder, its index folder and its settings file.
+
+    ``vault=None``: the vault that the current folder lies in (see ``find_vault``).
+    """
+    if index_dir is None:
+        index_dir = os.environ.get(INDEX_DIR_ENV) or None
+    given_idx = Path(index_dir).expanduser().resolve() if index_dir else None
+    root = Path(vault).expanduser() if vault is not None else find_vault(Path(os.getcwd()), given_idx)
+    if root.is_file():
+        raise VaultNotFoundError(f"the vault {root} is a file, not a folder; "
+                                 "pass the vault folder with --vault DIR or VAULT_SEARCH_VAULT")
     if not root.is_dir():
         raise VaultNotFoundError(f"vault folder not found: {root} (pass --vault DIR or set VAULT_SEARCH_VAULT)")
     root = root.resolve()
-    if index_dir is None:
-        index_dir = os.environ.get(INDEX_DIR_ENV) or None
-    idx = Path(index_dir).expanduser().resolve() if index_dir else default_index_dir(root)
+    idx = given_idx or default_index_dir(root)
 
     settings = _read_settings(root / CONFIG_FILE)
     ignore = _str_list(settings.pop("ignore", []), "ignore")
@@ -91,7 +113,67 @@ def load_config(vault: str | os.PathLike | None = None,
         raise ConfigError(f"{root / CONFIG_FILE}: stale_days must be a number of days (0 or more)")
     return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
                        max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name,
-                       stale_days=float(stale_days), extra=settings, **fields)
+                       stale_days=float(stale_days), extra=settings,
+                       warnings=tuple((CONFIG_FILE, w) for w in unknown_settings(settings)), **fields)
+
+
+def unknown_settings(settings: dict) -> list[str]:
+    """A warning for each key of ``settings`` that nothing reads."""
+    out = []
+    for key in settings:
+        if key in KNOWN_SETTINGS:
+            continue
+        if key in MISPLACED_SETTINGS:
+            out.append(f"unknown setting {key!r} ({MISPLACED_SETTINGS[key]})")
+            continue
+        close = difflib.get_close_matches(key, KNOWN_SETTINGS, n=1)
+        out.append(f"unknown setting {key!r} (did you mean {close[0]!r}?)" if close
+                   else f"unknown setting {key!r} (known settings: {', '.join(KNOWN_SETTINGS)})")
+    return out
+
+
+def find_vault(start: Path, index_dir: Path | None = None) -> Path:
+    """The vault that ``start`` lies in, found as git finds ``.git``.
+
+    Running from a subfolder must not make that subfolder a second, partial
+    vault. An ``index_dir`` whose index records a vault that contains
+    ``start`` names it; otherwise the nearest folder at or above ``start``
+    with ``.obsidian/``, a settings file or an index in the default place
+    wins; with none, ``start`` itself is the vault.
+    """
+    start = start.resolve()
+    if index_dir is not None:
+        recorded = _recorded_vault(index_dir)
+        if recorded is not None and (recorded == start or recorded in start.parents):
+            return recorded
+    for folder in (start, *start.parents):
+        if (_exists(folder / ".obsidian", Path.is_dir) or _exists(folder / CONFIG_FILE, Path.is_file)
+                or _exists(default_index_dir(folder) / INDEX_DB, Path.is_file)):
+            return folder
+    return start
+
+
+def _exists(path: Path, test) -> bool:
+    try:
+        return test(path)
+    except OSError:  # an unreadable folder on the way up is not a vault
+        return False
+
+
+def _recorded_vault(index_dir: Path) -> Path | None:
+    """The vault an existing index was built from (its meta row), or None."""
+    path = Path(index_dir) / INDEX_DB
+    if not _exists(path, Path.is_file):
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=1)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'vault'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:  # not an index, an old one, or damaged: the open reports it
+        return None
+    return Path(row[0]) if row and row[0] else None
 
 
 def _read_settings(path: Path) -> dict:

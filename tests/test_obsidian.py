@@ -349,7 +349,7 @@ def test_links_and_tags_commands(memory_vault, cli):
     assert cli("links", "nowhere.md").code == 1
     status = json.loads(cli("status", "--json").out)
     assert status["unresolved_links"] >= 1
-    tags = json.loads(cli("tags", "--json").out)
+    tags = json.loads(cli("tags", "--json").out)["tags"]  # the object HTTP /tags answers
     counts = {t["tag"]: t["notes"] for t in tags}
     assert counts["project"] >= counts["project/vault-search"] >= 1 and counts["memory"] >= 3
     assert cli("tags").out.splitlines()[0].split()[0].isdigit()

@@ -61,12 +61,33 @@ def main(ctx, vault, index_dir):
         vault-search --vault ~/notes search "数据库 索引"
     """
     ctx.obj = {"vault": vault, "index_dir": index_dir}
+    from indexer.config import load_config
+
+    try:
+        config = load_config(vault, index_dir)
+    except (VaultSearchError, OSError):
+        return  # the command says what is wrong (or, like --help, needs no vault)
+    ctx.obj["config"] = config
+    from .render import printable
+
+    # Here, once per command, so that every command (serve and mcp too) warns.
+    for path, message in config.warnings:
+        click.echo(f"warning: {path}: {printable(message)}", err=True)
+
+
+def _config(ctx):
+    """The vault's settings, read once per command."""
+    from indexer.config import load_config
+
+    if "config" not in ctx.obj:
+        ctx.obj["config"] = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    return ctx.obj["config"]
 
 
 def _open(ctx, **kwargs):
     from .index import Index
 
-    return Index.open(ctx.obj["vault"], ctx.obj["index_dir"], **kwargs)
+    return Index.open(config=_config(ctx), **kwargs)
 
 
 class _LazyProgressBar:
@@ -125,11 +146,10 @@ class _LazyProgressBar:
 @click.pass_context
 def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
     """Create the index or bring it up to date (incremental)."""
-    from indexer.config import load_config
-
     from .index import Index
+    from .render import printable
 
-    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"]).with_overrides(ignore, include_dot)
+    config = _config(ctx).with_overrides(ignore, include_dot)
     with Index.open(config=config, create=True, rebuild=rebuild) as idx:
         if sys.stdout.isatty() and not as_json:
             with _LazyProgressBar("Indexing ") as progress, _LazyProgressBar("Embedding", rate=True) as embed_bar:
@@ -146,7 +166,7 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
         return
     for path, message in report.warnings[:MAX_WARNINGS_SHOWN]:
-        click.echo(f"warning: {path or '.'}: {message}", err=True)
+        click.echo(f"warning: {printable(path or '.')}: {printable(message)}", err=True)
     if len(report.warnings) > MAX_WARNINGS_SHOWN:
         click.echo(f"... and {len(report.warnings) - MAX_WARNINGS_SHOWN} more warnings "
                    "(see `vault-search status`)", err=True)
@@ -168,8 +188,9 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
 @click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="How many notes to return.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON (the stable schema); = --format json.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "paths", "md"]), default=None,
-              help="text (default: coloured on a terminal), json, paths (one per line) or md (a Markdown list).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "paths", "paths0", "md"]), default=None,
+              help="text (default: coloured on a terminal), json, paths (one per line, control characters "
+                   "escaped), paths0 (exact paths, NUL-terminated, for xargs -0) or md (a Markdown list).")
 @click.option("--tag", "tags", multiple=True, metavar="TAG",
               help="Only notes with this tag or a tag nested under it (repeatable: all must match).")
 @click.option("--path", metavar="FOLDER", help="Only notes under this folder (vault-relative).")
@@ -208,7 +229,7 @@ def search(ctx, query, mode, limit, as_json, fmt, tags, path, after, before, whe
       vault-search search "rate limit" --tag project --after 2026-01-01 --json
       vault-search search 部署 --where type=feedback --exclude-stale --format md
     """
-    from .render import render_markdown, render_paths, render_search
+    from .render import printable, render_markdown, render_paths, render_paths0, render_search
     from .results import SearchResponse
 
     text = " ".join(query)
@@ -228,29 +249,28 @@ def search(ctx, query, mode, limit, as_json, fmt, tags, path, after, before, whe
         if rerank:
             from .rerank import RerankSettings
 
-            settings = RerankSettings.load(rerank_url, rerank_model)
+            settings = RerankSettings.load(rerank_url, rerank_model, hint="; or pass --rerank-url and --rerank-model")
         with _open(ctx) as idx:
             response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path, after=after,
                                   before=before, explain=explain, rerank=rerank, rerank_settings=settings,
                                   **options)
     if fmt == "json":
         click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
-    elif fmt == "paths":
-        if response.results:
-            click.echo(render_paths(response))
+    elif fmt in ("paths", "paths0", "md"):
+        if fmt == "paths0":
+            click.echo(render_paths0(response), nl=False)  # bytes: written as they are, never ANSI-stripped
+        elif response.results:
+            click.echo(render_paths(response) if fmt == "paths" else render_markdown(response))
         for warning in response.warnings:
-            click.echo(f"warning: {warning}", err=True)
-    elif fmt == "md":
-        if response.results:
-            click.echo(render_markdown(response))
-        for warning in response.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(f"warning: {printable(warning)}", err=True)
     else:
         click.echo(render_search(response))
 
 
 def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, options) -> dict | None:
     """The server's answer, or None to search in-process (no server, or it failed)."""
+    from http.client import HTTPException
+
     from indexer.config import load_config
 
     from .client import find_server, request
@@ -268,10 +288,12 @@ def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, opti
                                                    "recency_half_life": options["recency_half_life"],
                                                    "related": "1" if options["related"] else None,
                                                    "vault": str(config.vault)})
-    except (OSError, ValueError):
+    except (OSError, ValueError, HTTPException):
         return None  # a dead or busy server: answer here instead
     if status == 409:
         return None  # server.json pointed at a server for another vault (a reused pid or port)
+    if status >= 500:
+        return None  # a failing or overloaded server: answering here still works
     if status == 400:
         raise click.UsageError(data.get("error", "bad request"), ctx)
     if status != 200:
@@ -290,22 +312,36 @@ def get(ctx, location, as_json):
     """Print a note, or lines of it: PATH, PATH:START or PATH:START-END.
 
     PATH is relative to the vault; files outside the vault are refused.
+    The text is printed exactly when piped; on a terminal, control
+    characters in it other than newline and tab (an ESC sequence, say) are
+    shown escaped (\\x1b) instead of acting on the terminal.
     """
-    from .index import Index
-    from indexer.config import load_config
+    from indexer.scan import is_markdown
 
-    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
+    from .index import Index
+    from .render import printable
+
+    config = _config(ctx)
     idx = Index(config, conn=None)  # reading a file needs no index
     path, start, end = location, None, None
     m = LOCATION_RE.match(location)
-    if m and not (config.vault / location).is_file():
-        path, start = m.group("path"), int(m.group("start"))
-        end = int(m.group("end")) if m.group("end") else None
+    if not (config.vault / location).is_file():
+        head, _, spec = location.rpartition(":")
+        if m:
+            path, start = m.group("path"), int(m.group("start"))
+            end = int(m.group("end")) if m.group("end") else None
+        elif head and (is_markdown(head) or (config.vault / head).is_file()
+                       or (config.vault / (head + ".md")).is_file()):
+            raise click.UsageError(f"bad line range {spec!r} in {location!r}: use PATH, PATH:START or "
+                                   "PATH:START-END (lines are numbered from 1)", ctx)
     note = idx.get(path, start, end)
     if as_json:
         click.echo(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
+    elif sys.stdout.isatty():
+        click.echo(printable(note.text, keep="\n\t"))
     else:
-        click.echo(note.text)
+        # bytes, so that click does not strip ANSI codes: a pipe gets the note as it is
+        click.echo((note.text + "\n").encode("utf-8", "surrogateescape"), nl=False)
 
 
 @main.command()
@@ -324,41 +360,46 @@ def links(ctx, path, as_json):
     if as_json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
         return
-    click.echo(click.style(data["path"], bold=True))
+    from .render import printable
+
+    click.echo(click.style(printable(data["path"]), bold=True))
 
     def shown(link):
         text = link["target"] + link["subpath"]
         text = ("!" if link["embed"] else "") + f"[[{text}" + (f"|{link['alias']}" if link["alias"] else "") + "]]"
-        return text
+        return printable(text)
 
     click.echo(click.style(f"outlinks ({len(data['outlinks'])}):", bold=True))
     for link in data["outlinks"]:
-        where = (link["path"] if link["path"] else
+        where = (printable(link["path"]) if link["path"] else
                  {"attachment": "(attachment)", "self": "(this note)"}.get(link["kind"], click.style("unresolved",
                                                                                                   fg="red")))
         click.echo(f"  {link['line']:>4}  {shown(link)} → {where}")
     click.echo(click.style(f"backlinks ({len(data['backlinks'])}):", bold=True))
     for link in data["backlinks"]:
-        click.echo(f"  {link['path']}:{link['line']}  {shown(link)}")
+        click.echo(f"  {printable(link['path'])}:{link['line']}  {shown(link)}")
     click.echo(click.style(f"unresolved ({len(data['unresolved'])}):", bold=True))
     for link in data["unresolved"]:
         click.echo(f"  {link['line']:>4}  {shown(link)}")
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print [{tag, notes}] as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"tags": [{tag, notes}]} as JSON (what HTTP /tags answers).')
 @click.option("-n", "--limit", type=click.IntRange(1), default=None, help="Only the most used tags.")
 @click.pass_context
 def tags(ctx, as_json, limit):
     """List the vault's tags with how many notes carry each (a parent tag
     counts the notes of its nested tags)."""
+    from .render import printable
+
     with _open(ctx) as idx:
         rows = idx.tags()[:limit]
     if as_json:
-        click.echo(json.dumps([{"tag": t, "notes": n} for t, n in rows], ensure_ascii=False, indent=2))
+        click.echo(json.dumps({"tags": [{"tag": t, "notes": n} for t, n in rows]}, ensure_ascii=False, indent=2))
         return
     for tag, count in rows:
-        click.echo(f"{count:>6}  #{tag}")
+        click.echo(f"{count:>6}  #{printable(tag)}")
 
 
 @main.command()
@@ -370,6 +411,8 @@ def status(ctx, as_json):
 
     with _open(ctx) as idx:
         s = idx.status()
+    # The settings file's own problems (an unknown key) come first.
+    s.warnings = [{"path": p, "message": m} for p, m in _config(ctx).warnings] + s.warnings
     if as_json:
         click.echo(json.dumps(s.to_dict(), ensure_ascii=False, indent=2))
     else:
@@ -432,9 +475,12 @@ def watch(ctx, interval, debounce, verbose):
     _stop_on_sigterm()
     from indexer.store import db_path
 
+    from .server import claim_index
+
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
     new_index = not db_path(config.index_dir).exists()
-    with Index.open(config=config, create=True) as idx:
+    # One resident writer per index: never next to a `serve` or another `watch`.
+    with claim_index(config.index_dir, config.vault, "watch"), Index.open(config=config, create=True) as idx:
         watcher = Watcher(idx, config, interval=interval * 60, debounce=debounce,
                           embed=idx.model_spec is not None or new_index, on_sync=_print_sync)
         click.echo(f"watching {config.vault} (index {config.index_dir}); Ctrl-C to stop", err=True)
@@ -459,38 +505,53 @@ def _print_sync(report, paths) -> None:
               help="Address to bind. Anything but loopback exposes your notes to the network.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0,
               help="Port (default: any free one; clients find it in the index folder's server.json).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests whose Host is NAME (repeatable), e.g. this machine's DNS name "
+                   "with --host 0.0.0.0.")
 @_interval_option
 @click.option("--no-watch", is_flag=True, help="Serve the index as it is; do not watch the vault.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every request and batch.")
 @click.pass_context
-def serve(ctx, host, port, interval, no_watch, verbose):
+def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose):
     """Answer searches over HTTP on 127.0.0.1 and keep the index current.
 
     One resident process per vault keeps the index, jieba and the embedding
     model loaded; `vault-search search` finds it and asks it. Endpoints:
-    /search, /get, /status, /health (JSON).
+    /search, /get, /links, /tags, /status, /health (JSON).
     """
     from indexer.config import load_config
 
-    from .server import remove_server_file, serve as start_server
+    from .server import VaultHTTPServer, claim_index, is_loopback, remove_server_file
     from .service import SearchService
 
     _log_to_stderr(verbose)
     _stop_on_sigterm()
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
-    service = SearchService(config=config, interval=interval * 60, watch=not no_watch)
-    try:
-        httpd = start_server(service, host, port)
-    except OSError as exc:
-        service.close()
-        raise VaultSearchError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port") from None
-    click.echo(f"serving {config.vault} on http://{host}:{httpd.server_port} (Ctrl-C to stop)", err=True)
-    try:
-        _wait_for_interrupt()
-    finally:
-        httpd.shutdown()
-        remove_server_file(config.index_dir)
-        service.close()
+    with claim_index(config.index_dir, config.vault, "serve"):
+        # Bind first: a busy port fails now, not after a first sync of the whole vault.
+        try:
+            httpd = VaultHTTPServer(None, host, port, allow_hosts=allow_hosts)
+        except OSError as exc:
+            raise VaultSearchError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                                   "choose another --port") from None
+        try:
+            if not is_loopback(host):
+                click.echo(f"warning: serving on {host} exposes the index beyond this machine: anyone who can "
+                           f"reach port {httpd.server_port} can search and read every note", err=True)
+            service = SearchService(config=config, interval=interval * 60, watch=not no_watch)
+            try:
+                httpd.start(service)
+                try:
+                    click.echo(f"serving {config.vault} on http://{host}:{httpd.server_port} (Ctrl-C to stop)",
+                               err=True)
+                    _wait_for_interrupt()
+                finally:
+                    httpd.shutdown()
+                    remove_server_file(config.index_dir)
+            finally:
+                service.close()
+        finally:
+            httpd.server_close()
 
 
 @main.command()
@@ -499,9 +560,9 @@ def serve(ctx, host, port, interval, no_watch, verbose):
 def mcp(ctx, interval):
     """Model Context Protocol server on stdio, for AI agents.
 
-    Tools: search (query, mode, limit, tags, path, after, before), get (path,
-    start, end) and status. The index stays loaded and current for the
-    session. Example client config: {"command": "vault-search",
+    Tools: search, get, links and status (see the README for their
+    parameters). The index stays loaded and current for the session.
+    Example client config: {"command": "vault-search",
     "args": ["--vault", "/path/to/vault", "mcp"]}.
     """
     from indexer.config import load_config

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import os
-from http.client import HTTPConnection
+from http.client import HTTPConnection, HTTPException
 from pathlib import Path
 from urllib.parse import urlencode
 
 SERVER_FILE = "server.json"
 TIMEOUT_S = 30.0
+# A server answers /health in milliseconds; a port that hangs (a stopped
+# process, a reused pid) costs this much once, and the search runs here.
+PROBE_TIMEOUT_S = 2.0
 
 
 def find_server(index_dir: Path, vault: Path) -> tuple[str, int] | None:
-    """(host, port) of a live server for this vault and index, else None."""
+    """(host, port) of a live server for this vault and index, else None: the
+    pid in server.json is alive and /health answers, from that pid, for this vault."""
     try:
         info = json.loads((Path(index_dir) / SERVER_FILE).read_text())
         pid, host, port = int(info["pid"]), str(info["host"]), int(info["port"])
@@ -31,6 +35,13 @@ def find_server(index_dir: Path, vault: Path) -> tuple[str, int] | None:
         return None
     except PermissionError:
         pass  # alive, another user's
+    try:
+        status, health = request((host, port), "/health", {}, timeout=PROBE_TIMEOUT_S)
+    except (OSError, ValueError, HTTPException):
+        return None
+    if status != 200 or not isinstance(health, dict) or health.get("pid") != pid or \
+            health.get("vault") != str(vault):
+        return None
     return host, port
 
 

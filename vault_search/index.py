@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import OrderedDict
 import sqlite3
 import time
 from dataclasses import replace
@@ -35,6 +36,7 @@ from .results import IndexStatus, NoteText, Scores, SearchResponse, SearchResult
 from .snippet import make_snippet
 
 MODES = ("hybrid", "fts", "vector")
+QUERY_VECTOR_CACHE = 256   # distinct recent queries whose embedding is kept
 REBUILD_DIR = "rebuild"   # `index --rebuild` builds here, beside the live index, and swaps in when done
 MAX_LIMIT = 1000
 MAX_NAME_QUERY_CHARS = 200   # longer queries are sentences, never a note's name
@@ -66,6 +68,7 @@ class Index:
         self._db_identity = None
         self._dictionary_size = 0
         self._embedder_given = embedder is not None
+        self._query_vectors: OrderedDict = OrderedDict()
         self._rebuild_of: Path | None = None   # set while this index is a rebuild of that folder's index
         self._previous_model: str | None = None
 
@@ -444,9 +447,25 @@ class Index:
         if filters:
             where, params = filters.sql()
             allowed = allowed_chunk_ids(self.conn, where, params)
-        qvec = self.embedder.embed_query(query[:MAX_QUERY_CHARS])
+        qvec = self._query_vector(query[:MAX_QUERY_CHARS])
         pairs = vectors.top_chunks(qvec, chunk_depth, allowed)
         return best_per_note(vector_hits(self.conn, pairs), note_depth)
+
+    def _query_vector(self, text: str):
+        """The query's embedding, remembered for the last few distinct queries:
+        an agent or a page repeats queries, and a benchmark asks the same one
+        in vector and hybrid mode; the model costs most of a warm query."""
+        embedder = self.embedder
+        key = (embedder.fingerprint, text)
+        cache = self._query_vectors
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        vector = embedder.embed_query(text)
+        cache[key] = vector
+        if len(cache) > QUERY_VECTOR_CACHE:
+            cache.popitem(last=False)
+        return vector
 
     def _results(self, fused: list[Fused], terms: list[str], mode: str) -> list[tuple[Fused, SearchResult]]:
         rows = self._chunk_rows([f.chunk_id for f in fused])

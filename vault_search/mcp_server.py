@@ -1,6 +1,6 @@
 """``vault-search mcp``: a Model Context Protocol server on stdio.
 
-An agent whose memory is this vault gets three tools. The server keeps the
+An agent whose memory is this vault gets four tools (search, get, links, status). The server keeps the
 index, jieba and the embedding model loaded for the whole session and runs
 the watcher, so edits to the vault are searchable moments later.
 """
@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from indexer import __version__
 from indexer.errors import VaultSearchError
 
 from .service import SearchService
@@ -43,7 +44,7 @@ def build_server(service_factory) -> Any:
         finally:
             state.pop("service").close()
 
-    mcp = MCPServer(name="vault-search", instructions=INSTRUCTIONS, lifespan=lifespan)
+    mcp = MCPServer(name="vault-search", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
 
     def call(fn):
         try:
@@ -58,13 +59,14 @@ def build_server(service_factory) -> Any:
                recency_half_life: float | None = None, rerank: bool = False) -> dict[str, Any]:
         """Find notes by keywords and by meaning (Chinese and English). Use it when you do not know
         which note holds a fact. mode: "hybrid" (default: keywords + meaning), "fts" (exact words,
-        names, identifiers) or "vector" (meaning only). tags: notes must carry every tag (nested tags
-        match their parent). path: a folder of the vault. after/before: dates like 2026-11-01 or
-        "2026-11-01 09:30" (daily-log entries carry their time). where: frontmatter conditions that
-        must all hold, like "type=feedback" or "due<2026-12-01". exclude_stale: leave out notes whose
-        last_verified is old or whose valid_until has passed (results carry stale: true otherwise).
-        related: also list notes one link away from the top hits (marked related: true).
-        recency_half_life: days after which a note's score halves, to favour recent notes.
+        names, identifiers) or "vector" (meaning only). limit: how many notes, 1 to 1000. tags:
+        notes must carry every tag (nested tags match their parent). path: a folder of the vault.
+        after/before: dates like 2026-11-01 or "2026-11-01 09:30" (daily-log entries carry their
+        time). where: frontmatter conditions that must all hold, like "type=feedback" or
+        "due<2026-12-01". exclude_stale: leave out notes whose last_verified is old or whose
+        valid_until has passed (results carry stale: true otherwise). related: also list notes one
+        link away from the top hits (marked related: true). recency_half_life: days after which a
+        note's score halves, to favour recent notes.
         rerank: let the configured LLM judge the top results (slower; only if the user set it up).
         Returns results with path, title, heading, start_line, end_line, snippet and score; read the
         lines with `get` before relying on a snippet."""
@@ -73,8 +75,8 @@ def build_server(service_factory) -> Any:
             if rerank:
                 from .rerank import RerankSettings
 
-                settings = RerankSettings.load()
-            return s.search(query, mode=mode, limit=max(1, min(limit, 100)), tags=tags or (), path=path,
+                settings = RerankSettings.load(hint=" where the MCP server runs (a tool call cannot name an endpoint)")
+            return s.search(query, mode=mode, limit=limit, tags=tags or (), path=path,
                             after=after, before=before, rerank=rerank, rerank_settings=settings,
                             where=where or (), exclude_stale=exclude_stale, related=related,
                             recency_half_life=recency_half_life).to_dict()

@@ -1,7 +1,15 @@
 """Terminal rendering of results (colours only reach a terminal: click
-strips ANSI codes when output is piped)."""
+strips ANSI codes when output is piped).
+
+Everything taken from a note (path, title, heading, snippet, tags, warning
+text) goes through ``printable`` first: a file name with a newline would
+split a ``--format paths`` record in two, and an ESC sequence in a title
+could retitle, clear or spoof the user's terminal.
+"""
 
 from __future__ import annotations
+
+import re
 
 import click
 
@@ -9,42 +17,63 @@ from .results import IndexStatus, SearchResponse
 from .snippet import highlight_spans
 
 
+# C0 controls, DEL and C1 controls (Unicode category Cc): all the characters a
+# terminal acts on rather than shows.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group()
+    return _NAMED.get(c) or f"\\x{ord(c):02x}"
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every control character shown escaped (``\\n``,
+    ``\\x1b``), except those in ``keep``."""
+    if not keep:
+        return _CONTROL_RE.sub(_escape, text)
+    return _CONTROL_RE.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
+
+
 def highlight(text: str, terms: list[str]) -> str:
     out, pos = [], 0
     for start, end in highlight_spans(text, terms):
-        out.append(text[pos:start])
-        out.append(click.style(text[start:end], fg="yellow", bold=True))
+        out.append(printable(text[pos:start]))
+        out.append(click.style(printable(text[start:end]), fg="yellow", bold=True))
         pos = end
-    out.append(text[pos:])
+    out.append(printable(text[pos:]))
     return "".join(out)
 
 
 def render_search(response: SearchResponse) -> str:
     lines = []
     for warning in response.warnings:
-        lines.append(click.style(f"warning: {warning}", fg="red"))
+        lines.append(click.style(f"warning: {printable(warning)}", fg="red"))
     if not response.results:
         lines.append(f"no results for {response.query!r} ({response.mode}, {response.took_ms:.0f} ms)")
     hits = [r for r in response.results if not r.related]
     for i, r in enumerate(response.results, 1):
         if r.related and (i == 1 or not response.results[i - 2].related):
             lines.append(click.style("related (one link away from the hits above):", bold=True))
-        where = f"{r.path}:{r.start_line}-{r.end_line}"
-        mark = (click.style(f"  ↔ {r.related_to}", fg="blue") if r.related
+        where = f"{printable(r.path)}:{r.start_line}-{r.end_line}"
+        mark = (click.style(f"  ↔ {printable(r.related_to or '')}", fg="blue") if r.related
                 else click.style(f"{r.score:.3f}", dim=True))
-        when = click.style(f"  {r.date.replace('T', ' ')}", dim=True) if r.date and "T" in r.date else ""
-        lines.append(f"{click.style(f'{i:>2}.', dim=True)} {click.style(r.title, bold=True)}  "
+        when = (click.style(f"  {printable(r.date.replace('T', ' '))}", dim=True) if r.date and "T" in r.date
+                else "")
+        lines.append(f"{click.style(f'{i:>2}.', dim=True)} {click.style(printable(r.title), bold=True)}  "
                      f"{click.style(where, fg='cyan')}  {mark}{when}"
                      + (click.style("  [stale]", fg="red") if r.stale else ""))
         if r.heading:
-            lines.append(f"    {click.style(r.heading, fg='green')}")
+            lines.append(f"    {click.style(printable(r.heading), fg='green')}")
         if r.snippet:
             lines.append(f"    {highlight(r.snippet, response.terms)}")
         if r.tags:
-            lines.append("    " + click.style(" ".join("#" + t for t in r.tags[:8]), fg="magenta"))
+            lines.append("    " + click.style(printable(" ".join("#" + t for t in r.tags[:8])), fg="magenta"))
     if response.results:
         extra = len(response.results) - len(hits)
-        lines.append(click.style(f"{len(hits)} results" + (f" + {extra} related" if extra else "")
+        lines.append(click.style(f"{len(hits)} result{'' if len(hits) == 1 else 's'}"
+                                 + (f" + {extra} related" if extra else "")
                                  + f" ({response.mode}, {response.took_ms:.0f} ms)", dim=True))
     if response.explain:
         ex = response.explain
@@ -65,26 +94,36 @@ def render_search(response: SearchResponse) -> str:
                 parts.append(f"query is its {row['name_match']}: ranked first")
             if row.get("recency_factor") is not None:
                 parts.append(f"dated {row['date']}, recency x{row['recency_factor']:.3f}")
-            lines.append(click.style(f"  {row['path']}: " + ", ".join(parts), dim=True))
+            lines.append(click.style(f"  {printable(row['path'])}: " + ", ".join(parts), dim=True))
     return "\n".join(lines)
 
 
 def render_paths(response: SearchResponse) -> str:
-    """One vault path per line (each note once), for pipes and xargs."""
-    return "\n".join(dict.fromkeys(r.path for r in response.results))
+    """One vault path per line (each note once), for pipes and xargs; a
+    control character in a path is shown escaped, so a name never spans two
+    lines (``render_paths0`` gives the exact names)."""
+    return "\n".join(printable(p) for p in dict.fromkeys(r.path for r in response.results))
+
+
+def render_paths0(response: SearchResponse) -> bytes:
+    """Each note's exact path once, NUL-terminated (``find -print0`` style),
+    for ``xargs -0``."""
+    return b"".join(p.encode("utf-8", "surrogateescape") + b"\0"
+                    for p in dict.fromkeys(r.path for r in response.results))
 
 
 def render_markdown(response: SearchResponse) -> str:
     """A Markdown list: an Obsidian link, the lines, and the snippet, per result."""
     lines = []
     for r in response.results:
-        target = r.path[:-3] if r.path.endswith(".md") else r.path
-        label = f"[[{target}|{r.title}]]" if r.title and r.title != target.rsplit("/", 1)[-1] else f"[[{target}]]"
+        path, title = printable(r.path), printable(r.title)
+        target = path[:-3] if path.endswith(".md") else path
+        label = f"[[{target}|{title}]]" if title and title != target.rsplit("/", 1)[-1] else f"[[{target}]]"
         extra = " (related)" if r.related else ""
         extra += " (stale)" if r.stale else ""
-        lines.append(f"- {label} — [{r.path}:{r.start_line}-{r.end_line}]({r.uri}){extra}")
+        lines.append(f"- {label} — [{path}:{r.start_line}-{r.end_line}]({r.uri}){extra}")
         if r.snippet:
-            lines.append(f"  > {' '.join(r.snippet.split())}")
+            lines.append(f"  > {printable(' '.join(r.snippet.split()))}")
     return "\n".join(lines)
 
 
@@ -97,14 +136,14 @@ def render_status(s: IndexStatus) -> str:
         last = (f"{when} ({s.last_sync['seconds']} s: +{s.last_sync['added']} ~{s.last_sync['updated']} "
                 f"-{s.last_sync['deleted']}, {s.last_sync['unchanged']} unchanged)")
     rows = [
-        ("vault", s.vault), ("index", s.index_dir),
+        ("vault", printable(s.vault)), ("index", printable(s.index_dir)),
         ("notes", f"{s.notes} ({s.empty_notes} empty, {s.notes_with_warnings} with warnings)"),
         ("chunks", str(s.chunks)), ("tags", str(s.tags)),
         ("links", f"{s.links} to notes, {s.unresolved_links} unresolved"),
         ("skipped files", str(s.skipped_files)), ("jieba words", f"{s.dictionary_words} from the vault"),
         ("model", s.model or "none (keyword only)"),
         ("embedded", f"{s.embedded_chunks} chunks, {s.waiting_chunks} waiting" if s.model else "-"),
-        ("vectors file", s.vectors or "-"),
+        ("vectors file", printable(s.vectors or "-")),
         ("size", f"{s.db_bytes / 1048576:.1f} MB"), ("last sync", last),
         ("versions", f"vault-search {s.tool_version}, schema {s.schema_version}, "
                      f"segmenter {s.segmenter_version}"),
@@ -112,5 +151,5 @@ def render_status(s: IndexStatus) -> str:
     out = [f"{click.style(k + ':', bold=True):<24} {v}" for k, v in rows]
     if s.warnings:
         out.append(click.style("warnings:", bold=True))
-        out += [f"  {w['path']}: {w['message']}" for w in s.warnings]
+        out += [f"  {printable(w['path'])}: {printable(w['message'])}" for w in s.warnings]
     return "\n".join(out)

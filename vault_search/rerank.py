@@ -5,9 +5,11 @@ Safe by construction: the query and every candidate travel only as data,
 inside delimiters they cannot forge (``<`` and ``>`` in them are replaced);
 the answer must be a JSON object scoring exactly the candidates offered,
 each an in-range number, or the whole answer is discarded. Bounded: every
-request has a timeout and the whole rerank a time budget; on any failure the
-fused order stands and a warning says why. Scores are cached in the index by
-(model, query, chunk hash), so a repeated query sends nothing.
+request has a timeout and the whole rerank a time budget that covers
+connecting, the headers and the body, whatever the endpoint does (trickles,
+streams for ever, never answers); an answer is read up to 1 MB. On any
+failure the fused order stands and a warning says why. Scores are cached in
+the index by (model, query, chunk hash), so a repeated query sends nothing.
 
 Configuration: ``VAULT_SEARCH_RERANK_URL`` (base URL, e.g.
 ``http://127.0.0.1:11434/v1``), ``VAULT_SEARCH_RERANK_MODEL``,
@@ -18,16 +20,18 @@ the ``[rerank]`` table of ``$XDG_CONFIG_HOME/vault-search/config.toml``.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import re
+import socket
 import sqlite3
+import threading
 import time
 import tomllib
-import urllib.error
 import urllib.parse
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +40,8 @@ from indexer.errors import UsageValueError
 DEFAULT_TOP_N = 10         # candidates judged: small enough for a CPU model
 DEFAULT_BUDGET_S = 20.0    # the whole rerank, all requests together
 DEFAULT_TIMEOUT_S = 10.0   # one request
+GRACE_S = 0.5              # past the budget, for a cut request to report why; the rerank ends by budget + 1 s
+MAX_ANSWER_BYTES = 1 << 20  # an answer scoring five candidates is a few hundred bytes: more is garbage or an attack
 GROUP_SIZE = 5             # candidates per request; groups run in parallel
 MAX_PARALLEL = 4
 MAX_CANDIDATE_CHARS = 1200
@@ -65,20 +71,35 @@ class RerankSettings:
     top_n: int = DEFAULT_TOP_N
     budget_s: float = DEFAULT_BUDGET_S
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # Entered while the requests are out (not while the cache is read or
+    # written): the resident service releases its reader lock there, so plain
+    # searches never wait behind the judge.
+    while_waiting: Callable[[], AbstractContextManager] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def load(cls, url: str | None = None, model: str | None = None, **overrides) -> "RerankSettings":
-        """Options first, then the environment, then the user config file."""
+    def load(cls, url: str | None = None, model: str | None = None, hint: str = "",
+             **overrides) -> "RerankSettings":
+        """Options first, then the environment, then the user config file.
+        ``hint``: how this face can name an endpoint too (the CLI's flags),
+        added to the error when none is configured."""
         file = _user_config().get("rerank", {})
         url = url or os.environ.get("VAULT_SEARCH_RERANK_URL") or file.get("url")
         model = model or os.environ.get("VAULT_SEARCH_RERANK_MODEL") or file.get("model")
         key = os.environ.get("VAULT_SEARCH_RERANK_API_KEY") or file.get("api_key")
         if not url or not model:
             raise RerankConfigError(
-                "--rerank needs an endpoint and a model: set VAULT_SEARCH_RERANK_URL (e.g. "
-                "http://127.0.0.1:11434/v1) and VAULT_SEARCH_RERANK_MODEL, or pass --rerank-url/--rerank-model")
-        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+                "reranking needs an endpoint and a model: set VAULT_SEARCH_RERANK_URL (e.g. "
+                "http://127.0.0.1:11434/v1) and VAULT_SEARCH_RERANK_MODEL, or url and model in the [rerank] "
+                f"table of $XDG_CONFIG_HOME/vault-search/config.toml{hint}")
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https"):
             raise RerankConfigError(f"the rerank URL must start with http:// or https:// (got {redact_url(url)!r})")
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if not parts.hostname or port == 0:
+            raise RerankConfigError(f"the rerank URL needs a host and a valid port (got {redact_url(url)!r})")
         settings = cls(url=url.rstrip("/"), model=str(model), api_key=key or None)
         for name in ("top_n", "budget_s", "timeout_s"):
             value = overrides.get(name) if overrides.get(name) is not None else file.get(name)
@@ -140,19 +161,83 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect would carry the key and the notes to another address."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise urllib.error.HTTPError(req.full_url, code, "redirect refused", headers, fp)
-
-
-# No proxies from the environment either: note text goes to the endpoint only.
-_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
-
-
 class JudgeError(Exception):
     """The judge's answer cannot be used; the message says why, briefly."""
+
+
+def _cut(sock) -> None:
+    """Wake whatever is blocked on ``sock`` (connect, headers, body): it reads EOF."""
+    if sock is not None:
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)   # the plain socket's, under TLS too
+        except OSError:
+            pass
+
+
+def post_json(url: str, body: bytes, headers: dict, deadline: float) -> bytes:
+    """POST ``body`` and return the answer's body, all of it read before
+    ``deadline`` (``time.monotonic()``) and at most MAX_ANSWER_BYTES.
+
+    Raises TimeoutError past the deadline, JudgeError for a non-200 status or
+    an oversized answer, OSError or HTTPException for the rest. A plain
+    http.client connection: it follows no redirect (which would carry the key
+    and the notes elsewhere) and no proxy from the environment. Socket timeouts
+    alone bound each read, not the whole, so a timer cuts the socket at the
+    deadline whatever it is waiting for. (Resolving the host name is the one
+    step it cannot cut; the rerank stops waiting for it anyway.)
+    """
+    parts = urllib.parse.urlsplit(url)
+
+    def left() -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        return remaining
+
+    https = parts.scheme == "https"
+    conn = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
+        parts.hostname, parts.port or (443 if https else 80), timeout=left())
+    held = {}
+    expired = threading.Event()
+
+    def cut():
+        expired.set()
+        _cut(held.get("sock") or conn.sock)
+
+    timer = threading.Timer(left(), cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=body,
+                     headers=headers)
+        held["sock"] = conn.sock        # the response may take it over (Connection: close)
+        conn.sock.settimeout(left())
+        response = conn.getresponse()
+        if response.status != 200:
+            raise JudgeError(f"HTTP {response.status} from the endpoint")
+        declared = response.getheader("Content-Length") or ""
+        if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+            raise JudgeError(f"the endpoint's answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
+        chunks, size = [], 0
+        while True:
+            held["sock"].settimeout(left())
+            chunk = response.read1(65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise JudgeError(f"the endpoint's answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
+            chunks.append(chunk)
+        if expired.is_set():       # the cut looks like the end of the body
+            raise TimeoutError
+        return b"".join(chunks)
+    except (OSError, http.client.HTTPException):
+        if expired.is_set() or time.monotonic() >= deadline:
+            raise TimeoutError from None
+        raise
+    finally:
+        timer.cancel()
+        conn.close()
 
 
 _FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$")
@@ -219,37 +304,38 @@ class Reranker:
         rows = [(self.settings.model, self._query_key(query), c.chunk_hash, scores[c.id], time.time())
                 for c in candidates if c.id in scores]
         # A cache write never makes a query wait behind a long index write.
-        (timeout,) = self.conn.execute("PRAGMA busy_timeout").fetchone()
-        self.conn.execute("PRAGMA busy_timeout = 200")
         try:
-            self.conn.executemany("INSERT OR REPLACE INTO rerank_cache VALUES (?, ?, ?, ?, ?)", rows)
-        except sqlite3.DatabaseError:
-            pass  # a read-only or busy index: the scores are just not cached
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+            (timeout,) = self.conn.execute("PRAGMA busy_timeout").fetchone()
+            self.conn.execute("PRAGMA busy_timeout = 200")
+            try:
+                self.conn.executemany("INSERT OR REPLACE INTO rerank_cache VALUES (?, ?, ?, ?, ?)", rows)
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+        except sqlite3.Error:
+            pass  # a read-only or busy index, or one a rebuild replaced meanwhile: just not cached
 
     # -- requests ----------------------------------------------------------
-    def _ask(self, query: str, group: list[Candidate], timeout: float) -> dict[str, float]:
+    def _ask(self, query: str, group: list[Candidate], budget_end: float) -> dict[str, float]:
         body = json.dumps({"model": self.settings.model, "temperature": 0, "stream": False,
                            "messages": build_messages(query, group)}).encode("utf-8")
         headers = {"Content-Type": "application/json"}
         if self.settings.api_key:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        request = urllib.request.Request(f"{self.settings.url}/chat/completions", data=body, headers=headers,
-                                         method="POST")
+        deadline = min(time.monotonic() + self.settings.timeout_s, budget_end)
+        late = (f"the endpoint took longer than the {self.settings.budget_s:g} s budget" if deadline == budget_end
+                else f"the endpoint did not answer within {self.settings.timeout_s:g} s")
         self.requests_sent += 1
         try:
-            with _OPENER.open(request, timeout=timeout) as response:
-                payload = json.loads(response.read().decode("utf-8", "replace"))
-        except urllib.error.HTTPError as exc:
-            raise JudgeError(f"HTTP {exc.code} from the endpoint") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                raise JudgeError(f"the endpoint did not answer within {timeout:g} s") from None
-            raise JudgeError(f"endpoint unreachable ({reason})") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            raw = post_json(f"{self.settings.url}/chat/completions", body, headers, deadline)
+            payload = json.loads(raw.decode("utf-8", "replace"))
+        except TimeoutError:
+            raise JudgeError(late) from None
+        except (json.JSONDecodeError, RecursionError):
             raise JudgeError("endpoint did not answer JSON") from None
+        except http.client.HTTPException as exc:
+            raise JudgeError(f"endpoint answered malformed HTTP ({exc.__class__.__name__})") from None
+        except OSError as exc:
+            raise JudgeError(f"endpoint unreachable ({exc})") from None
         try:
             content = payload["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
@@ -263,22 +349,42 @@ class Reranker:
         if not todo:
             return scores, None
         groups = [todo[i:i + GROUP_SIZE] for i in range(0, len(todo), GROUP_SIZE)]
-        deadline = time.monotonic() + self.settings.budget_s
-        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(groups)))
-        futures = [pool.submit(self._ask, query, g, min(self.settings.timeout_s, self.settings.budget_s))
-                   for g in groups]
-        done, pending = wait(futures, timeout=max(deadline - time.monotonic(), 0))
-        pool.shutdown(wait=False, cancel_futures=True)
-        if pending:
+        budget_end = time.monotonic() + self.settings.budget_s
+        answers: dict[int, object] = {}
+        queue = list(enumerate(groups))
+        queue_lock = threading.Lock()
+
+        def work():
+            while True:
+                with queue_lock:
+                    if not queue:
+                        return
+                    i, group = queue.pop(0)
+                try:
+                    answers[i] = self._ask(query, group, budget_end)
+                except Exception as exc:  # reported below; never let the judge break a search
+                    answers[i] = exc
+
+        # Daemon threads, never joined past the budget: an endpoint that never
+        # stops cannot keep a CLI alive nor a server from shutting down (each
+        # request also ends itself at the deadline, see post_json).
+        workers = [threading.Thread(target=work, name="vault-search-rerank", daemon=True)
+                   for _ in range(min(MAX_PARALLEL, len(groups)))]
+        with (self.settings.while_waiting or nullcontext)():
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join(max(budget_end + GRACE_S - time.monotonic(), 0))
+        if len(answers) < len(groups):
             return None, f"reranking skipped: the endpoint took longer than the {self.settings.budget_s:g} s budget"
         fresh = {}
-        for future in futures:
-            try:
-                fresh.update(future.result())
-            except JudgeError as exc:
-                return None, f"reranking skipped: {exc}"
-            except Exception as exc:  # never let the judge break a search
-                return None, f"reranking skipped: {exc.__class__.__name__}"
+        for i in range(len(groups)):
+            answer = answers[i]
+            if isinstance(answer, JudgeError):
+                return None, f"reranking skipped: {answer}"
+            if isinstance(answer, Exception):
+                return None, f"reranking skipped: {answer.__class__.__name__}"
+            fresh.update(answer)
         self._store(query, todo, fresh)
         return {**scores, **fresh}, None
 

@@ -13,19 +13,29 @@ Endpoints (GET with query parameters, or POST with a JSON body):
 
 Requests whose Host or Origin is not this machine get 403 (a web page in a
 browser cannot reach the index through DNS rebinding or a cross-site
-request). The server writes ``server.json`` (pid, host, port) in the index
-folder so `vault-search search` can find it.
+request). Other methods get a JSON 405 (HEAD answers like GET, without the
+body). A client has REQUEST_DEADLINE_S to send a whole request and
+RESPONSE_DEADLINE_S to take the answer; at MAX_CONNECTIONS the connection that
+has waited longest for its request is dropped to make room. One `serve` or
+`watch` per index: ``serve.lock`` is held for the life of the process. The
+server writes ``server.json`` (pid, host, port) in the index folder so
+`vault-search search` can find it.
 """
 
 from __future__ import annotations
 
+import difflib
+import fcntl
 import ipaddress
 import json
 import logging
 import os
+import socket
+import sys
 import tempfile
 import threading
 import time
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -38,8 +48,18 @@ from .service import SearchService
 log = logging.getLogger("vault_search.server")
 
 SERVER_FILE = "server.json"
+LOCK_FILE = "serve.lock"
 MAX_BODY = 1 << 20
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+ALLOWED_METHODS = "GET, HEAD, POST"
+# A local server has a handful of clients; each connection costs a thread and
+# a file descriptor, and running out of descriptors starves the watcher.
+MAX_CONNECTIONS = 32
+REQUEST_DEADLINE_S = 5.0    # to send a whole request (line, headers, body), keep-alive idle time included
+RESPONSE_DEADLINE_S = 10.0  # to take the whole answer
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
 
 
 def is_loopback(host: str) -> bool:
@@ -66,10 +86,14 @@ def split_host(value: str) -> tuple[str, str | None]:
 class _Handler(BaseHTTPRequestHandler):
     server_version = f"vault-search/{__version__}"
     protocol_version = "HTTP/1.1"
-    timeout = 60  # an idle or trickling connection does not hold a thread for ever
+    timeout = REQUEST_DEADLINE_S  # per read; the server's deadlines bound the whole request
 
     def log_message(self, fmt, *args):  # quiet: one debug line per request
         log.debug("%s %s", self.address_string(), fmt % args)
+
+    def handle_one_request(self):
+        self.server.connections.waiting(self.connection)
+        super().handle_one_request()
 
     def do_GET(self):
         self._handle()
@@ -77,10 +101,24 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         self._handle()
 
+    def do_HEAD(self):
+        self._handle()   # as GET; _send leaves the body out
+
+    def send_error(self, code, message=None, explain=None):
+        """JSON, also for what http.server refuses itself: a method without a
+        ``do_`` handler (405 here, not 501), a malformed request line or headers."""
+        log.debug("%s refused: %d %s", self.address_string(), code, message)
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            return self._send(405, {"error": f"method {self.command} is not allowed; use GET or POST"},
+                              headers={"Allow": ALLOWED_METHODS})
+        self._send(code, {"error": message or HTTPStatus(code).phrase}, close=True)
+
     # -- security ---------------------------------------------------------
     def _allowed(self) -> str | None:
         """None when the request may proceed, else why not."""
-        allowed = self.server.allowed_hosts
+        # The address the request arrived on is this machine's, whatever the
+        # bind address (0.0.0.0 answers on every interface).
+        allowed = self.server.allowed_hosts | {self.connection.getsockname()[0].lower()}
         host_header = self.headers.get("Host")
         if not host_header:
             return "missing Host header"
@@ -105,6 +143,9 @@ class _Handler(BaseHTTPRequestHandler):
         if length > MAX_BODY or self.headers.get("Transfer-Encoding"):
             return self._send(413, {"error": "request body too large or chunked"}, close=True)
         body_bytes = self.rfile.read(length) if length else b""
+        if not self.server.connections.answering(self.connection):
+            self.close_connection = True   # cut at its deadline: what arrived is no whole request
+            return
         refusal = self._allowed()
         if refusal:
             return self._send(403, {"error": f"forbidden: {refusal}"}, close=True)
@@ -115,15 +156,22 @@ class _Handler(BaseHTTPRequestHandler):
                 body = json.loads(body_bytes or b"{}")
             except (json.JSONDecodeError, UnicodeDecodeError):
                 return self._send(400, {"error": "body is not JSON"})
+            except RecursionError:
+                return self._send(400, {"error": "body is nested too deeply"})
             if not isinstance(body, dict):
                 return self._send(400, {"error": "body must be a JSON object"})
             params.update(body)
-        self.server.count_request()
-        route = {"/health": self._health, "/search": self._search, "/get": self._get,
-                 "/status": self._status, "/links": self._links, "/tags": self._tags}.get(url.path.rstrip("/") or "/")
-        if route is None:
-            return self._send(404, {"error": f"no endpoint {url.path}; use /search, /get, /links, /tags, "
-                                             "/status or /health"})
+        endpoint = url.path.rstrip("/") or "/"
+        if endpoint != "/health":   # the thin client's liveness probe is not a request served
+            self.server.count_request()
+        if endpoint not in ENDPOINTS:
+            return self._send(404, {"error": f"no endpoint {url.path}; use {', '.join(ENDPOINTS)}"})
+        route = getattr(self, "_" + endpoint[1:])
+        unknown = sorted(set(params) - set(ENDPOINTS[endpoint]))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], ENDPOINTS[endpoint], n=1)
+            return self._send(400, {"error": f"{endpoint} takes no parameter {unknown[0]!r}"
+                                             + (f" (did you mean {close[0]!r}?)" if close else "")})
         try:
             self._send(200, route(params))
         except WrongVaultError as exc:
@@ -140,18 +188,22 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request failed")
             self._send(500, {"error": f"internal error ({exc.__class__.__name__})"})
 
-    def _send(self, status: int, data: dict, close: bool = False) -> None:
+    def _send(self, status: int, data: dict, close: bool = False, headers: dict | None = None) -> None:
         body = json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
         if close or status >= 400:
             self.close_connection = True
+        self.server.connections.writing(self.connection)
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     # -- endpoints --------------------------------------------------------
     def _health(self, params) -> dict:
@@ -170,21 +222,21 @@ class _Handler(BaseHTTPRequestHandler):
             half_life = float(half_life) if half_life not in (None, "") else None
         except ValueError:
             raise UsageValueError("recency_half_life must be a number of days") from None
-        rerank = _flag(_one(params, "rerank"))
+        rerank = _flag(params, "rerank")
         settings = None
         if rerank:
             from .rerank import RerankSettings
 
             # The endpoint and key come from the server's own configuration
             # only: a request never chooses where note text (or the key) goes.
-            settings = RerankSettings.load()
+            settings = RerankSettings.load(hint=" where the server runs (a request cannot name an endpoint)")
         response = service.search(
             _text(params, "query", "q") or "", mode=_text(params, "mode") or None,
             limit=_int(params, "limit", 10), tags=tags, path=_text(params, "path") or None,
             after=_text(params, "after") or None, before=_text(params, "before") or None,
-            explain=_flag(_one(params, "explain")), rerank=rerank, rerank_settings=settings, where=where,
-            exclude_stale=_flag(_one(params, "exclude_stale")), recency_half_life=half_life,
-            related=_flag(_one(params, "related")))
+            explain=_flag(params, "explain"), rerank=rerank, rerank_settings=settings, where=where,
+            exclude_stale=_flag(params, "exclude_stale"), recency_half_life=half_life,
+            related=_flag(params, "related"))
         return response.to_dict()
 
     def _links(self, params) -> dict:
@@ -210,6 +262,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 LIST_PARAMS = ("tag", "tags", "where")
+# Each endpoint and the parameters it takes (query string or JSON body); any
+# other parameter is a 400, so a misspelt one is never ignored. The README's
+# endpoint table is checked against this (tests/test_docs.py).
+ENDPOINTS: dict[str, tuple[str, ...]] = {
+    "/search": ("query", "q", "mode", "limit", "tag", "tags", "path", "after", "before", "where", "exclude_stale",
+                "recency_half_life", "related", "explain", "rerank", "vault"),
+    "/get": ("path", "start", "end"),
+    "/links": ("path",),
+    "/tags": (),
+    "/status": (),
+    "/health": (),
+}
 
 
 def _str_list(params: dict, *names) -> list[str]:
@@ -256,25 +320,172 @@ def _int(params: dict, name: str, default):
     return number
 
 
-def _flag(value) -> bool:
-    return value in (True, 1, "1", "true", "yes", "on")
+def _flag(params: dict, name: str) -> bool:
+    """true/false, 1/0, yes/no, on/off in any case (or JSON's own); anything else is refused."""
+    value = _one(params, name)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise UsageValueError(f"{name} must be true or false (or 1/0, yes/no, on/off), got {str(value)[:40]!r}")
+
+
+def _cut(sock: socket.socket) -> None:
+    """End a connection now: a thread blocked reading or writing it wakes up."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Connections:
+    """The open connections, what each waits for and until when.
+
+    The accept loop cuts a connection past its deadline (a slow or idle client
+    holds neither a thread nor a file descriptor for long) and, at the cap, the
+    one that has waited longest for its request, so a client that sends its
+    request at once is always answered. A connection being answered is never
+    cut: a search, even a reranked one, ends by its own bounds.
+    """
+
+    def __init__(self, cap: int = MAX_CONNECTIONS):
+        self.cap = cap
+        self._lock = threading.Lock()
+        self._open: dict[socket.socket, list] = {}   # socket → [waiting for a request since, deadline]
+        self._cut: set[socket.socket] = set()
+
+    def admit(self, sock: socket.socket) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._open) >= self.cap:
+                waiting = [(since, s) for s, (since, _) in self._open.items() if since is not None]
+                if not waiting:
+                    return False      # every slot is answering a request
+                self._cut_locked(min(waiting, key=lambda pair: pair[0])[1])
+            self._open[sock] = [now, now + REQUEST_DEADLINE_S]
+            return True
+
+    def waiting(self, sock: socket.socket) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if sock in self._open:
+                self._open[sock] = [now, now + REQUEST_DEADLINE_S]
+
+    def answering(self, sock: socket.socket) -> bool:
+        """The request has arrived whole; False if it was cut meanwhile."""
+        with self._lock:
+            if sock not in self._open:
+                return sock not in self._cut
+            self._open[sock] = [None, None]
+            return True
+
+    def writing(self, sock: socket.socket) -> None:
+        with self._lock:
+            if sock in self._open:
+                self._open[sock][1] = time.monotonic() + RESPONSE_DEADLINE_S
+
+    def closed(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.pop(sock, None)
+            self._cut.discard(sock)
+
+    def reap(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for sock, (_, deadline) in list(self._open.items()):
+                if deadline is not None and deadline < now:
+                    self._cut_locked(sock)
+
+    def _cut_locked(self, sock: socket.socket) -> None:
+        self._open.pop(sock, None)
+        self._cut.add(sock)
+        _cut(sock)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+def own_addresses() -> set[str]:
+    """This machine's name and its addresses, for a server bound to every interface."""
+    names = {socket.gethostname().lower()}
+    try:
+        names |= {info[4][0].lower() for info in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        pass
+    return names
 
 
 class VaultHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+    """Binds at once (so a busy port fails before any sync); ``start`` serves."""
 
-    def __init__(self, service: SearchService, host: str, port: int):
+    daemon_threads = True
+    # socketserver's default backlog of 5 leaves a burst of clients in the
+    # kernel's queue, retrying for seconds before this server even sees them.
+    request_queue_size = 128
+
+    def __init__(self, service: SearchService | None, host: str, port: int, allow_hosts=()):
         self.service = service
         super().__init__((host, port), _Handler)
         self.requests = 0
         self._count_lock = threading.Lock()
-        self.allowed_hosts = set(LOCAL_NAMES)
-        if not is_loopback(host) and host not in ("0.0.0.0", "::"):
+        self.connections = _Connections()
+        self.allowed_hosts = set(LOCAL_NAMES) | {h.strip().lower() for h in allow_hosts}
+        if host in WILDCARD_HOSTS:
+            self.allowed_hosts |= own_addresses()
+        elif not is_loopback(host):
             self.allowed_hosts.add(host.lower())
 
     def count_request(self) -> None:
         with self._count_lock:
             self.requests += 1
+
+    def start(self, service: SearchService | None = None) -> "VaultHTTPServer":
+        """Serve in a background thread and tell clients where (``server.json``)."""
+        if service is not None:
+            self.service = service
+        write_server_file(self.service.config.index_dir, self.server_address[0], self.server_port,
+                          self.service.config.vault)
+        threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
+        return self
+
+    # -- connections --------------------------------------------------------
+    def process_request(self, request, client_address):
+        if not self.connections.admit(request):
+            return self._refuse(request)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.connections.closed(request)
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.connections.closed(request)
+
+    def _refuse(self, request) -> None:
+        body = json.dumps({"error": f"busy: {MAX_CONNECTIONS} requests are being answered; try again"}).encode()
+        try:
+            request.settimeout(1)
+            request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+                            b"Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s"
+                            % (len(body), body))
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def service_actions(self) -> None:
+        # Runs in the accept loop, at least every poll interval (0.5 s).
+        self.connections.reap()
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], OSError):   # a client gone, or cut at its deadline
+            log.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
+            return
+        log.exception("request from %s failed", client_address)
 
 
 def write_server_file(index_dir: Path, host: str, port: int, vault: Path) -> Path:
@@ -300,10 +511,90 @@ def remove_server_file(index_dir: Path) -> None:
 def serve(service: SearchService, host: str = "127.0.0.1", port: int = 0,
           ready: threading.Event | None = None) -> VaultHTTPServer:
     """Start serving in a background thread; returns the server (``.server_port``)."""
-    httpd = VaultHTTPServer(service, host, port)
-    write_server_file(service.config.index_dir, host, httpd.server_port, service.config.vault)
-    thread = threading.Thread(target=httpd.serve_forever, name="vault-search-http", daemon=True)
-    thread.start()
+    httpd = VaultHTTPServer(service, host, port).start()
     if ready:
         ready.set()
     return httpd
+
+
+# -- one resident process per index ----------------------------------------------
+
+class AlreadyServedError(VaultSearchError):
+    """Another `serve` or `watch` runs for this index."""
+
+
+class ResidentLock:
+    """``serve.lock`` in the index folder, locked (flock) for the life of a
+    `serve` or `watch`. The kernel lets go however the process ends, so a
+    stale lock file (or a stale server.json) never blocks the next one."""
+
+    def __init__(self, fd: int | None):
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "ResidentLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def claim_index(index_dir: Path, vault: Path, command: str) -> ResidentLock:
+    """Become the one `serve`/`watch` of this index, or raise AlreadyServedError
+    naming the process that is (and where it answers)."""
+    index_dir = Path(index_dir)
+    try:
+        index_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return ResidentLock(None)   # a read-only index folder: the writer will say why it cannot sync
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise AlreadyServedError(_held_message(index_dir, holder)) from None
+    except OSError:
+        return ResidentLock(fd)     # a file system without locks: as before, unguarded
+    # No lock held, but a live server from before this lock existed still answers?
+    from .client import find_server
+
+    live = find_server(index_dir, vault)
+    if live is not None:
+        os.close(fd)
+        info = _server_info(index_dir)
+        raise AlreadyServedError(_held_message(index_dir, {"pid": info.get("pid"), "command": "serve"}))
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command}).encode(), 0)
+    return ResidentLock(fd)
+
+
+def _holder(fd: int) -> dict:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _server_info(index_dir: Path) -> dict:
+    try:
+        data = json.loads((Path(index_dir) / SERVER_FILE).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _held_message(index_dir: Path, holder: dict) -> str:
+    pid = holder.get("pid")
+    who = f"pid {pid}" if pid else "another process"
+    if holder.get("command") == "watch":
+        return (f"this vault is already watched by {who} (`vault-search watch`); stop it first "
+                "(`serve` keeps the index current itself)")
+    info = _server_info(index_dir)
+    where = f" on {info.get('host')}:{info.get('port')}" if pid and info.get("pid") == pid else " (starting up)"
+    return f"this vault is already served by {who}{where}; stop it first, or search through it"

@@ -3,22 +3,37 @@
 A writer ``Index`` driven by the watcher (its own connection, its own
 embedder) and a reader ``Index`` that answers queries, so a query never
 waits for an embedding batch: readers see the last committed state (WAL).
+One lock guards the reader; a reranked search lets go of it while the LLM
+judges, so plain searches never wait behind a judge.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from indexer.config import VaultConfig, load_config
+from indexer.errors import UsageValueError
 from indexer.store import db_path
 from indexer.watch import DEBOUNCE_S, RESCAN_INTERVAL_S, Watcher
 
-from .index import Index
+from .index import MAX_LIMIT, Index
 from .results import NoteText, SearchResponse
 
 log = logging.getLogger("vault_search.service")
+
+LIMIT_ERROR = f"limit must be between 1 and {MAX_LIMIT}"   # the CLI's -n range, in words
+
+
+def check_limit(limit) -> int:
+    """The one limit rule of the resident faces (HTTP, MCP): 1..MAX_LIMIT or refused."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise UsageValueError(LIMIT_ERROR)
+    return limit
 
 
 class SearchService:
@@ -52,9 +67,25 @@ class SearchService:
                      f", {emb.embedded} chunks embedded, {emb.waiting} waiting" if emb else "")
 
     def search(self, query: str, **options) -> SearchResponse:
+        check_limit(options.get("limit", 10))
+        if options.get("rerank"):
+            from .rerank import RerankSettings
+
+            settings = options.get("rerank_settings") or RerankSettings.load()
+            options["rerank_settings"] = dataclasses.replace(settings, while_waiting=self._lock_released)
         with self._lock:
             self.reader.refresh()
             return self.reader.search(query, **options)
+
+    @contextmanager
+    def _lock_released(self) -> Iterator[None]:
+        """Inside a search that holds the lock: let other queries use the reader
+        while the judge's requests are out (they touch no connection)."""
+        self._lock.release()
+        try:
+            yield
+        finally:
+            self._lock.acquire()
 
     def get(self, path: str, start: int | None = None, end: int | None = None) -> NoteText:
         with self._lock:

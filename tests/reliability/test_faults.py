@@ -284,9 +284,9 @@ def test_random_http_requests_never_crash_the_server(vault, index_dir, ledger):
                 r = conn.getresponse()
                 data = r.read()
                 statuses[r.status] = statuses.get(r.status, 0) + 1
-                assert r.status != 500, (method, url, body, data[:300])
-                if method != "HEAD" and r.status != 501:
-                    json.loads(data)
+                assert r.status not in (500, 501), (method, url, body, data[:300])
+                if method != "HEAD":
+                    json.loads(data)   # every answer is JSON, refusals included
             finally:
                 conn.close()
         fire()
@@ -297,7 +297,8 @@ def test_random_http_requests_never_crash_the_server(vault, index_dir, ledger):
         proc.terminate()
         proc.wait(timeout=30)
     ledger.record("hostile input", "random HTTP requests (methods, paths, parameters, bodies)",
-                  f"no 500, no crash; statuses {dict(sorted(statuses.items()))}", tries=sum(statuses.values()))
+                  f"no 500, no crash, every answer JSON; statuses {dict(sorted(statuses.items()))}",
+                  tries=sum(statuses.values()))
 
 
 def test_query_builder_fuzz_never_raises_nor_becomes_syntax(ledger):

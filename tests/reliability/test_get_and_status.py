@@ -30,12 +30,14 @@ def test_get_of_a_file_that_is_not_a_note_is_a_plain_404(vault, index_dir, cli, 
         exists = http_get(info["port"], "/get?path=secret.json")
         missing = http_get(info["port"], "/get?path=nothing-here.json")
         config = http_get(info["port"], "/get?path=.obsidian/app.json")
+        misspelt = http_get(info["port"], "/search?query=tea&limt=3")
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
     assert exists[0] == missing[0] == config[0] == 404
     assert exists[1]["error"].replace("secret", "X") == missing[1]["error"].replace("nothing-here", "X")
     assert "token" not in json.dumps(exists[1])
+    assert misspelt == (400, {"error": "/search takes no parameter 'limt' (did you mean 'limit'?)"})
     ledger.record("security", "`get` of a file that is not a note (HTTP)",
                   "404 worded like a missing file; whether it exists is not revealed")
 

@@ -1,0 +1,67 @@
+"""Without --vault, the vault is found as git finds ``.git``: the nearest
+folder at or above the current one with ``.obsidian/``, a
+``.vault-search.toml`` or an index in the default place."""
+
+import os
+import shutil
+import subprocess
+
+from conftest import CLI, write
+
+
+def _run(cwd, *args, data_home, index_dir=None):
+    """The CLI run from ``cwd`` with no --vault (and no $VAULT_SEARCH_*)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_SEARCH_")}
+    env["XDG_DATA_HOME"] = str(data_home)
+    cmd = [str(CLI)] + (["--index-dir", str(index_dir)] if index_dir else []) + list(args)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def _indexes(data_home):
+    root = data_home / "vault-search"
+    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+def test_search_and_index_from_a_subfolder_use_the_whole_vault(vault, tmp_path):
+    data = tmp_path / "data"
+    sub = vault / "Notes" / "数据库"
+    r = _run(sub, "index", "--no-embed", data_home=data)  # .obsidian/ marks the vault root
+    assert r.returncode == 0, r.stderr
+    assert "21 notes scanned: 21 added" in r.stdout
+    assert len(_indexes(data)) == 1 and _indexes(data)[0].startswith("vault-")
+    r = _run(sub, "search", "tea ceremony", "--json", data_home=data)
+    assert r.returncode == 0, r.stderr
+    assert '"Notes/Travel/Kyoto trip.md"' in r.stdout  # a note outside the current folder
+    r = _run(sub, "index", "--no-embed", data_home=data)
+    assert r.returncode == 0 and "21 unchanged" in r.stdout and len(_indexes(data)) == 1
+
+
+def test_an_existing_index_or_a_settings_file_marks_the_vault(vault, tmp_path):
+    data = tmp_path / "data"
+    shutil.rmtree(vault / ".obsidian")
+    deep = vault / "Projects" / "vault-search"
+    # no marker at all: the current folder is the vault, as before
+    r = _run(deep, "status", data_home=data)
+    assert r.returncode == 1 and f"no index at {data}/vault-search/vault-search-" in r.stderr, r.stderr
+    assert _run(vault, "index", "--no-embed", data_home=data).returncode == 0
+    # the index in the default place marks the vault now
+    r = _run(deep, "search", "tea ceremony", "--json", data_home=data)
+    assert r.returncode == 0 and '"Notes/Travel/Kyoto trip.md"' in r.stdout, r.stderr
+    # a .vault-search.toml marks a vault too, and the nearest one wins
+    write(vault / "Projects" / ".vault-search.toml", "max_file_mb = 5\n")
+    r = _run(deep, "status", data_home=data)
+    assert r.returncode == 1 and f"no index at {data}/vault-search/Projects-" in r.stderr, r.stderr
+
+
+def test_an_index_dir_that_records_the_vault_finds_it(vault, tmp_path):
+    data, index_dir = tmp_path / "data", tmp_path / "elsewhere"
+    shutil.rmtree(vault / ".obsidian")
+    assert _run(vault, "index", "--no-embed", data_home=data, index_dir=index_dir).returncode == 0
+    assert _indexes(data) == []
+    r = _run(vault / "Notes", "search", "tea ceremony", "--json", data_home=data, index_dir=index_dir)
+    assert r.returncode == 0 and '"Notes/Travel/Kyoto trip.md"' in r.stdout, r.stderr
+    # outside that vault the index dir is not a reason to go anywhere else
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    r = _run(elsewhere, "search", "tea", data_home=data, index_dir=index_dir)
+    assert r.returncode == 1 and "belongs to the vault" in r.stderr
