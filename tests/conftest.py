@@ -78,6 +78,21 @@ def cli(vault, index_dir):
     return run
 
 
+@pytest.fixture(scope="session")
+def garden_index(tmp_path_factory):
+    """oldwinter-garden-zh (3,176 notes), copied and keyword-indexed once per
+    session through the CLI: (vault, index folder, the `index --json` report).
+    The tests that use it only read; one that writes makes its own copy."""
+    src = eval_path("vaults", "oldwinter-garden-zh")
+    root = tmp_path_factory.mktemp("garden")
+    vault = copy_tree(src, root / "vault")
+    index = root / "index"
+    proc = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index", "--no-embed",
+                           "--json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return vault, index, json.loads(proc.stdout)
+
+
 def start_server(vault, index_dir, *args, env=None):
     """`vault-search serve` as a process: (process, its server.json) once it listens."""
     proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "serve",

@@ -1,6 +1,7 @@
 """Live index: a real watchdog observer, a real `vault-search serve` on
 127.0.0.1, real files changed the ways editors and sync tools change them."""
 
+import functools
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from indexer.embed import HashEmbedder
 from indexer.watch import Watcher
 from vault_search import Index
 
-from conftest import CLI, copy_tree, eval_path, start_server, write
+from conftest import CLI, SAMPLE_VAULT, copy_tree, eval_path, start_server, write
 
 DEADLINE_S = 3.0
 
@@ -157,8 +158,7 @@ def http(port, path, headers=None, method="GET", body=None):
         conn.close()
 
 
-@pytest.fixture
-def server(vault, index_dir):
+def _serving(vault, index_dir):
     assert subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "index",
                            "--model", "hash:64"], capture_output=True).returncode == 0
     proc, info = start_server(vault, index_dir)
@@ -166,6 +166,19 @@ def server(vault, index_dir):
     proc.terminate()
     proc.wait(timeout=30)
     assert not (Path(index_dir) / "server.json").exists()   # a clean shutdown on SIGTERM
+
+
+@pytest.fixture
+def server(vault, index_dir):
+    """A server of its own, for a test that changes the vault."""
+    yield from _serving(vault, index_dir)
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server for the tests that only read (none may change its vault)."""
+    base = tmp_path_factory.mktemp("shared-server")
+    yield from _serving(copy_tree(SAMPLE_VAULT, base / "vault"), base / "index")
 
 
 def test_server_answers_like_the_cli_and_follows_edits(server, cli):
@@ -204,8 +217,9 @@ def test_server_answers_like_the_cli_and_follows_edits(server, cli):
     assert time.monotonic() - t0 < DEADLINE_S
 
 
-def test_thin_client_uses_the_running_server(server, cli):
-    vault, index_dir, port, _ = server
+def test_thin_client_uses_the_running_server(shared_server, cli):
+    vault, index_dir, port, _ = shared_server
+    cli = functools.partial(cli, vault_dir=vault, index=index_dir)
     before = http(port, "/status")[1]["server"]["requests"]
     r = cli("search", "tea ceremony", "--json")
     assert r.code == 0 and r.json()["results"][0]["path"] == "Notes/Travel/Kyoto trip.md"
@@ -216,8 +230,8 @@ def test_thin_client_uses_the_running_server(server, cli):
     assert cli("search", "x", "--after", "someday").code == 2   # the server's 400 is a usage error
 
 
-def test_security_host_origin_and_paths(server, tmp_path, ledger):
-    vault, index_dir, port, _ = server
+def test_security_host_origin_and_paths(shared_server, tmp_path, ledger):
+    vault, index_dir, port, _ = shared_server
     for headers in ({"Host": "evil.example:%d" % port}, {"Host": "127.0.0.1:1"},
                     {"Origin": "http://evil.example"}, {"Origin": "null"},
                     {"Host": "localhost.evil.example"}):
@@ -349,8 +363,8 @@ def raw_http(port, payload: bytes) -> bytes:
         return b"".join(chunks)
 
 
-def test_a_refused_request_cannot_smuggle_a_second_one(server, ledger):
-    vault, index_dir, port, _ = server
+def test_a_refused_request_cannot_smuggle_a_second_one(shared_server, ledger):
+    vault, index_dir, port, _ = shared_server
     inner = f"GET /get?path=memory/2026-11-01.md HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
     outer = (f"POST /search HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\n"
              f"Content-Length: {len(inner)}\r\n\r\n").encode() + inner
@@ -364,8 +378,8 @@ def test_a_refused_request_cannot_smuggle_a_second_one(server, ledger):
                   'connection closed; never answered')
 
 
-def test_bad_parameters_are_400_not_500(server):
-    vault, index_dir, port, _ = server
+def test_bad_parameters_are_400_not_500(shared_server):
+    vault, index_dir, port, _ = shared_server
     assert http(port, "/get?path=Home.md&start=999")[0] == 400
     assert http(port, "/search", method="POST", body=json.dumps({"query": "x", "limit": 1e400}))[0] == 400
     assert http(port, "/search", method="POST", body=json.dumps({"query": "x", "path": {}}))[0] == 400
@@ -374,8 +388,8 @@ def test_bad_parameters_are_400_not_500(server):
     assert http(port, "/health")[0] == 200   # still alive
 
 
-def test_thin_client_never_answers_from_another_vault(server, cli, tmp_path):
-    vault, index_dir, port, info = server
+def test_thin_client_never_answers_from_another_vault(shared_server, cli, tmp_path):
+    vault, index_dir, port, info = shared_server
     other = tmp_path / "other"
     write(other / "zebra.md", "# Zebra\nonly in the other vault\n")
     other_index = tmp_path / "other-index"

@@ -18,7 +18,7 @@ import pytest
 from indexer.parse import parse_note
 from vault_search import Index
 
-from conftest import copy_tree, eval_path, write
+from conftest import write
 
 TODAY = dt.date.today()
 
@@ -30,12 +30,9 @@ def days_ago(n: int) -> str:
 # -- the real vault -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    src = eval_path("vaults", "oldwinter-garden-zh")
-    base = tmp_path_factory.mktemp("real")
-    vault = copy_tree(src, base / "vault")
-    with Index.open(vault, base / "index", create=True) as idx:
-        idx.sync(embed=False)
+def real(garden_index):
+    vault, index, _ = garden_index
+    with Index.open(vault, index) as idx:
         yield idx
 
 

@@ -8,19 +8,12 @@ import subprocess
 
 import pytest
 
-from conftest import CLI, copy_tree, eval_path
+from conftest import CLI
 
 
 @pytest.fixture(scope="module")
-def garden(tmp_path_factory):
-    src = eval_path("vaults", "oldwinter-garden-zh")
-    root = tmp_path_factory.mktemp("garden")
-    vault = copy_tree(src, root / "vault")
-    index = root / "index"
-    proc = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), "index", "--no-embed", "--json"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    return vault, index, json.loads(proc.stdout)
+def garden(garden_index):
+    return garden_index
 
 
 def search(garden, *args):
