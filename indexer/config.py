@@ -19,6 +19,7 @@ from .errors import ConfigError, VaultNotFoundError
 
 CONFIG_FILE = ".vault-search.toml"
 INDEX_DIR_ENV = "VAULT_SEARCH_INDEX_DIR"
+CEILING_ENV = "VAULT_SEARCH_CEILING"   # folders the search for the vault never reaches
 # Large enough for the longest real notes we have seen (130 KB reading notes)
 # a hundred times over; a bigger ".md" is almost always an export or a dump,
 # and segmenting 20 MB of Han text would stall a sync for tens of seconds.
@@ -146,11 +147,31 @@ def find_vault(start: Path, index_dir: Path | None = None) -> Path:
         recorded = _recorded_vault(index_dir)
         if recorded is not None and (recorded == start or recorded in start.parents):
             return recorded
-    for folder in (start, *start.parents):
+    for folder in _walk_up(start):
         if (_exists(folder / ".obsidian", Path.is_dir) or _exists(folder / CONFIG_FILE, Path.is_file)
                 or _exists(default_index_dir(folder) / INDEX_DB, Path.is_file)):
             return folder
     return start
+
+
+def _walk_up(start: Path) -> list[Path]:
+    """``start`` and the folders above it, stopping below the home folder
+    (a stray settings file or index in ``~`` must not make the whole home a
+    vault) and at ``$VAULT_SEARCH_CEILING`` folders (``:``-separated, like
+    git's GIT_CEILING_DIRECTORIES); ``start`` itself always counts."""
+    ceilings = {Path(p).expanduser().resolve() for p in os.environ.get(CEILING_ENV, "").split(os.pathsep) if p}
+    try:
+        ceilings.add(Path.home().resolve())
+    except (RuntimeError, KeyError):  # no home folder
+        pass
+    folders = [start]
+    if start in ceilings:
+        return folders
+    for folder in start.parents:
+        if folder in ceilings:
+            break
+        folders.append(folder)
+    return folders
 
 
 def _exists(path: Path, test) -> bool:

@@ -65,3 +65,28 @@ def test_an_index_dir_that_records_the_vault_finds_it(vault, tmp_path):
     elsewhere.mkdir()
     r = _run(elsewhere, "search", "tea", data_home=data, index_dir=index_dir)
     assert r.returncode == 1 and "belongs to the vault" in r.stderr
+
+
+def test_a_settings_file_in_the_home_folder_never_makes_home_the_vault(tmp_path):
+    home = tmp_path / "home"
+    write(home / ".vault-search.toml", "")             # stray, or left by an experiment
+    write(home / "other" / "secret.md", "# Secret\nzanzibarsecret\n")
+    write(home / "mem" / "today.md", "# Today\nzanzibarmemo\n")
+    data = tmp_path / "data"
+    env_home = {"HOME": str(home)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_SEARCH_")} | env_home
+    env["XDG_DATA_HOME"] = str(data)
+    r = subprocess.run([str(CLI), "index", "--no-embed"], cwd=home / "mem", capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "1 notes scanned" in r.stdout or "1 note scanned" in r.stdout, r.stdout
+    r = subprocess.run([str(CLI), "search", "zanzibarsecret", "--format", "paths"], cwd=home / "mem",
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout == "", (r.stdout, r.stderr)
+    # A ceiling of one's own stops the walk too.
+    write(tmp_path / "top" / ".obsidian" / "app.json", "{}")
+    write(tmp_path / "top" / "a" / "b" / "n.md", "# N\nceilingword\n")
+    ceiling = {**env, "VAULT_SEARCH_CEILING": str(tmp_path / "top" / "a")}
+    r = subprocess.run([str(CLI), "index", "--no-embed"], cwd=tmp_path / "top" / "a" / "b", capture_output=True,
+                       text=True, env=ceiling, timeout=300)
+    assert r.returncode == 0 and "1 notes scanned" in r.stdout, r.stdout
