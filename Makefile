@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := $(BIN)/vault-search --vault sample-vault --index-dir .demo-index
 
-.PHONY: demo test clean
+.PHONY: demo test lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q
+
+# ruff (pyflakes, pycodestyle, import order, bugbear) and mypy; .ci/run runs it before the tests.
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check vault_search indexer benchmarks tests
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .demo-index .pytest_cache

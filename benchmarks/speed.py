@@ -362,11 +362,13 @@ def real_vault(args) -> dict:
 
 def real_vault_text(r: dict) -> str:
     lines = [f"{r['notes']} notes, {r['chunks']} chunks",
-             f"full keyword index (whole CLI process):   {r['full_index_s']:.2f} s (peak RSS {r['index_peak_rss_mb']} MB)",
+             f"full keyword index (whole CLI process):   {r['full_index_s']:.2f} s "
+             f"(peak RSS {r['index_peak_rss_mb']} MB)",
              f"index again, nothing changed:              {r['noop_index_s']['median']:.3f} s "
              f"(best {r['noop_index_s']['best']:.3f})",
              f"index again, one note changed:             {r['one_note_changed_index_s']:.3f} s",
-             f"warm in-process keyword query p50 / p95:   {r['warm_ms']['fts']['p50']} / {r['warm_ms']['fts']['p95']} ms",
+             f"warm in-process keyword query p50 / p95:   {r['warm_ms']['fts']['p50']} / "
+             f"{r['warm_ms']['fts']['p95']} ms",
              f"`vault-search search` new process, en/zh:  {r['cli_cold_s']['en']} / {r['cli_cold_s']['zh']} s",
              f"index size on disk:                        {r['index_mb']} MB"]
     e = r.get("embedding")
@@ -374,8 +376,10 @@ def real_vault_text(r: dict) -> str:
         lines += [f"embedding pass ({e['model']}): {e['chunks_embedded']} chunks in {e['embed_seconds']} s "
                   f"= {e['chunks_per_s']} chunks/s",
                   f"full index with vectors:                   {e['index_with_vectors_s']} s",
-                  f"warm hybrid query p50 / p95:               {e['warm_hybrid_ms']['p50']} / {e['warm_hybrid_ms']['p95']} ms",
-                  f"warm vector query p50 / p95:               {e['warm_vector_ms']['p50']} / {e['warm_vector_ms']['p95']} ms",
+                  f"warm hybrid query p50 / p95:               {e['warm_hybrid_ms']['p50']} / "
+                  f"{e['warm_hybrid_ms']['p95']} ms",
+                  f"warm vector query p50 / p95:               {e['warm_vector_ms']['p50']} / "
+                  f"{e['warm_vector_ms']['p95']} ms",
                   f"`vault-search search` new process, hybrid: {e['cli_hybrid_zh_s']} s"]
     return "\n".join(lines)
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from vault_search.filters import SearchFilters
 from vault_search.fusion import rrf
-from vault_search.keyword import best_per_note, keyword_hits, term_coverage
+from vault_search.keyword import term_coverage
 from vault_search.query import fts_query
+from vault_search.search import retriever_lists
 
 from .beir import load_beir
 from .metrics import ndcg_at_k, recall_at_k
@@ -38,11 +39,11 @@ DEPTH = 100
 
 
 def lists_for(idx, text):
+    """The keyword and vector lists, DEPTH notes each, as the hybrid computes
+    them before fusing, and the query's word coverage."""
     fq = fts_query(text, idx.segmenter)
-    none = SearchFilters()
-    fts = best_per_note(keyword_hits(idx.conn, fq.match, none, DEPTH * 20), DEPTH)
-    vec = idx._vector_list(text, none, DEPTH * 20, DEPTH, []) if fq.terms else []
-    return fts, vec, term_coverage(idx.conn, fq.terms)
+    lists, _ = retriever_lists(idx, text, fq, SearchFilters(), "hybrid", DEPTH)
+    return lists["fts"], lists.get("vector", []), term_coverage(idx.conn, fq.terms)
 
 
 def main(argv=None) -> int:

@@ -11,9 +11,10 @@ import hashlib
 import os
 import re
 import sqlite3
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import tomllib
 
 from .errors import ConfigError, VaultNotFoundError
 

@@ -162,7 +162,7 @@ class SentenceTransformerEmbedder(Embedder):
         self.name = model
         self._model = None
         self._lock = threading.Lock()
-        self._dim = None
+        self._dim: int = 0   # known once the model is loaded
 
     def _resolve(self) -> str:
         package = self.BUNDLED.get(self.model_ref.lower())

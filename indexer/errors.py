@@ -35,3 +35,7 @@ class NoteNotFoundError(VaultSearchError):
 
 class UsageValueError(VaultSearchError):
     """A value the user gave is malformed or unsupported (the CLI exits 2)."""
+
+
+class VaultMismatchError(VaultSearchError):
+    """The index was built for another vault."""

@@ -46,7 +46,9 @@ class Resolver:
 
     @classmethod
     def load(cls, conn: sqlite3.Connection) -> "Resolver":
-        by_path, by_name, by_alias = {}, {}, {}
+        by_path: dict[str, int] = {}
+        by_name: dict[str, list[tuple[str, int]]] = {}
+        by_alias: dict[str, list[tuple[str, int]]] = {}
         for note_id, path, aliases in conn.execute("SELECT id, path, aliases FROM notes"):
             if not path.casefold().endswith(NOTE_SUFFIX):
                 continue

@@ -235,7 +235,7 @@ def _markdown_links(prose_lines: list[str], body_start: int) -> list[tuple[int, 
 
 
 def _reference_definitions(prose_lines: list[str]) -> dict[str, tuple[str, str]]:
-    defs = {}
+    defs: dict[str, tuple[str, str] | None] = {}
     for line in prose_lines:
         m = MD_REF_DEF_RE.match(line) if "]:" in line else None
         if m and not m.group(1).startswith("^"):   # "[^1]: text" is a footnote
@@ -370,12 +370,14 @@ def _mask_inline_code(line: str) -> str:
     if "`" not in line:
         return line
     runs = [(m.start(), m.end()) for m in BACKTICK_RUN_RE.finditer(line)]
-    next_same, last_of = [None] * len(runs), {}
+    next_same: list[int | None] = [None] * len(runs)
+    last_of: dict[int, int] = {}
     for k in range(len(runs) - 1, -1, -1):   # the next run of the same length, in one pass
         width = runs[k][1] - runs[k][0]
         next_same[k] = last_of.get(width)
         last_of[width] = k
-    parts, done, k = [], 0, 0
+    parts: list[str] = []
+    done, k = 0, 0
     while k < len(runs):
         close = next_same[k]
         if close is None:
@@ -403,7 +405,7 @@ def _str_items(value, split_spaces: bool = False) -> list[str]:
     if value is None:
         return []
     items = value if isinstance(value, list) else [value]
-    out = []
+    out: list[str] = []
     for item in items:
         if item is None or isinstance(item, (dict, list)):
             continue

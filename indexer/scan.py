@@ -118,18 +118,8 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
     linked: list[tuple[str, str]] = []
     while stack or linked:
         if not stack:
-            path, rel = linked.pop(0)
-            try:
-                st = os.stat(path)
-            except OSError as exc:
-                if not gone(exc):
-                    unreadable.add(rel)
-                continue
-            if (st.st_dev, st.st_ino) in seen_dirs:
-                warn(rel, "folder already visited (symlink loop or duplicate link); skipped")
-                continue
-            seen_dirs.add((st.st_dev, st.st_ino))
-            stack.append((path, rel))
+            _enter_linked(linked.pop(0), stack, seen_dirs, unreadable, warn)
+            continue
         dirpath, reldir = stack.pop()
         try:
             with os.scandir(dirpath) as it:
@@ -161,13 +151,9 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
             if rules.skips(rel, is_dir):
                 continue
             if is_link:
-                target = os.path.realpath(entry.path)
-                if not _inside(target, root_real):
-                    warn(rel, "symlink points outside the vault; skipped")
-                    continue
-                target_rel = os.path.relpath(target, root_real).replace(os.sep, "/")
-                if target_rel != "." and rules.skips_path(target_rel, is_dir):
-                    warn(rel, f"symlink points into a skipped path ({target_rel}); skipped")
+                problem = _link_problem(entry.path, root_real, rules, is_dir)
+                if problem:
+                    warn(rel, problem)
                     continue
                 if is_dir:
                     linked.append((entry.path, rel))
@@ -182,6 +168,34 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
             elif stat.S_ISREG(st.st_mode) and is_markdown(entry.name):
                 yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size)
         stack.extend(reversed(subdirs))
+
+
+def _enter_linked(folder: tuple[str, str], stack: list[tuple[str, str]], seen_dirs: set[tuple[int, int]],
+                  unreadable: set[str], warn: Callable[[str, str], None]) -> None:
+    """Queue a symlinked folder for the walk, unless it was visited already."""
+    path, rel = folder
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if not gone(exc):
+            unreadable.add(rel)
+        return
+    if (st.st_dev, st.st_ino) in seen_dirs:
+        warn(rel, "folder already visited (symlink loop or duplicate link); skipped")
+        return
+    seen_dirs.add((st.st_dev, st.st_ino))
+    stack.append((path, rel))
+
+
+def _link_problem(path: str, root_real: str, rules: IgnoreRules, is_dir: bool) -> str | None:
+    """Why a symlink is not followed (out of the vault, into a skipped path), or None."""
+    target = os.path.realpath(path)
+    if not _inside(target, root_real):
+        return "symlink points outside the vault; skipped"
+    target_rel = os.path.relpath(target, root_real).replace(os.sep, "/")
+    if target_rel != "." and rules.skips_path(target_rel, is_dir):
+        return f"symlink points into a skipped path ({target_rel}); skipped"
+    return None
 
 
 def scan_paths(config: VaultConfig, paths: Iterable[str],

@@ -22,7 +22,7 @@ import tempfile
 import threading
 import unicodedata
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 # Bump when the tokens produced for the same text change: the index records
 # it and re-segments every note when it differs.
@@ -171,7 +171,7 @@ class Segmenter:
     def __init__(self, user_words: dict[str, int] | None = None):
         self._pending: dict[str, int | None] = dict(user_words or {})
         self._user_parts: dict[str, list[str]] = {}
-        self._tk = None
+        self._tk: Any = None   # jieba.Tokenizer, loaded on first use
         self._lock = threading.Lock()
 
     @property
@@ -197,10 +197,10 @@ class Segmenter:
     def segment_text(self, text: str) -> str:
         return " ".join(self.segment(text))
 
-    def add_user_words(self, words: Iterable[str]) -> dict[str, int]:
+    def add_user_words(self, words: Iterable[str]) -> dict[str, int | None]:
         """Queue names for the dictionary; returns the new ones with their
         frequency once jieba is loaded (or None until then)."""
-        new = {}
+        new: dict[str, int | None] = {}
         with self._lock:
             for word in words:
                 if word in self._pending or word in self._user_parts:
@@ -278,7 +278,7 @@ class Segmenter:
     @staticmethod
     def _grams(tk, word: str) -> list[str]:
         """jieba's search mode: dictionary 2- and 3-grams inside a word, then the word."""
-        out = []
+        out: list[str] = []
         if len(word) > 2:
             out.extend(word[i:i + 2] for i in range(len(word) - 1) if tk.FREQ.get(word[i:i + 2]))
         if len(word) > 3:

@@ -161,7 +161,7 @@ def connect(path: Path, create: bool = False, readonly: bool = False) -> sqlite3
             raise VaultSearchError(f"cannot create the index folder {path.parent}: {exc.strerror}") from None
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
                                    check_same_thread=False)
         else:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -185,6 +185,29 @@ def _writable(path: Path) -> bool:
     """Whether this process may write the db, its -wal/-shm files and its folder."""
     files = [path] + [Path(str(path) + extra) for extra in ("-wal", "-shm")]
     return os.access(path.parent, os.W_OK) and all(os.access(f, os.W_OK) for f in files if f.exists())
+
+
+def describe_db_error(exc: sqlite3.DatabaseError, index_dir: str | os.PathLike) -> VaultSearchError:
+    """What an SQLite error means to the user, in one line that says what to
+    do. Only real damage (SQLITE_CORRUPT, SQLITE_NOTADB) asks for a rebuild:
+    any other error is worth simply trying again."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return VaultSearchError(f"the index changed under this run ({text}); run `vault-search index` again")
+    if "locked" in text or "busy" in text:
+        return VaultSearchError(f"the index is busy ({text}); another process is writing, try again")
+    if "readonly" in text or "read-only" in text:
+        return VaultSearchError(f"the index folder {index_dir} is read-only; "
+                                "choose a writable one with --index-dir")
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if "full" in text or name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk I/O error" in text:
+        # Nothing committed is lost: SQLite rolled the failed transaction back.
+        return VaultSearchError(f"could not write the index in {index_dir} ({text}: disk full, a file-size "
+                                "limit or a failing disk); free space and run `vault-search index` again")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
+        return IndexCorruptError(f"the index database is damaged ({text}); run `vault-search index --rebuild`")
+    one_line = " ".join(text.split())
+    return VaultSearchError(f"the index database reported an error ({one_line}); run `vault-search index` again")
 
 
 def rollback(conn: sqlite3.Connection) -> None:
@@ -212,8 +235,8 @@ def transaction(conn: sqlite3.Connection, name: str):
     so a failed write never leaves the transaction, and SQLite's write lock,
     held. Every writer of the index goes through here."""
     assert name in WRITE_TRANSACTIONS, name
-    conn.execute("BEGIN IMMEDIATE")
     try:
+        conn.execute("BEGIN IMMEDIATE")   # inside: a Ctrl-C just after it is rolled back too
         yield conn
         faults.point(f"txn:{name}")
         conn.execute("COMMIT")
@@ -294,6 +317,14 @@ def check_schema(conn: sqlite3.Connection) -> None:
 def get_meta(conn: sqlite3.Connection, key: str, default: str | None = None) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return row[0] if row else default
+
+
+def vectors_state(conn: sqlite3.Connection) -> dict | None:
+    """What the db records about the matrix files (``vectors.write_matrix``
+    writes it): fingerprint, rows, dim and digests; None before the first.
+    Here, not in ``vectors``, so that reading it never imports numpy."""
+    raw = get_meta(conn, "vectors")
+    return json.loads(raw) if raw else None
 
 
 def set_meta(conn: sqlite3.Connection, key: str, value) -> None:

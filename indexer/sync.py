@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from . import faults
 from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, chunk_note, estimate_tokens, passage_text
 from .config import VaultConfig
+from .links import resolve_links
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
 from .scan import ScannedFile, covered, gone, scan_paths, scan_vault
-from . import faults
-from .links import resolve_links
 from .segment import Segmenter, user_word_candidates
 from .store import get_meta, migrate, name_key, set_meta, transaction
 
@@ -68,6 +69,47 @@ class _Pending:
     text_bytes: int
 
 
+Chunking = tuple[int, Callable[[str], int], str]   # (max tokens per chunk, token counter, version stamp)
+
+
+@dataclass
+class _SyncRun:
+    """One sync's state, handed from pass to pass."""
+
+    conn: sqlite3.Connection
+    config: VaultConfig
+    segmenter: Segmenter
+    chunking: Chunking
+    force: bool
+    scope: list[str] | None            # vault-relative paths to sync; None: the whole vault
+    progress: Progress | None
+    report: SyncReport
+    started: float
+    links_left_over: bool = False      # links written by a run that died before its final pass
+    settings_changed: bool = False     # max_file_bytes changed: every skipped file is tried again
+    existing: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)  # path: id, mtime_ns, size, hash
+    skipped_before: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # path: mtime_ns, size, reason
+    unreadable: set[str] = field(default_factory=set)   # what could not be listed or stat'ed: never deleted
+    on_disk: set[str] = field(default_factory=set)
+    todo: list[ScannedFile] = field(default_factory=list)        # new or changed mtime/size
+    pending: list[_Pending] = field(default_factory=list)        # content changed: to write
+    touch: list[tuple[int, int, str]] = field(default_factory=list)  # same hash, new mtime/size
+    drop: list[str] = field(default_factory=list)                # notes to delete
+    skips: list[tuple[str, str, int, int]] = field(default_factory=list)
+    written_ids: set[int] = field(default_factory=set)
+    steps: int = 0
+
+    def warn(self, path: str, message: str) -> None:
+        self.report.warnings.append((path, message))
+
+    def step(self) -> None:
+        """One note read (pass 1) or written (pass 2): progress counts both."""
+        self.steps += 1
+        if self.progress:
+            total = len(self.todo) * 2
+            self.progress(min(self.steps, total), total)
+
+
 def load_segmenter(conn: sqlite3.Connection) -> Segmenter:
     words = dict(conn.execute("SELECT word, freq FROM dictionary"))
     return Segmenter(words)
@@ -88,11 +130,12 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
     sizes chunks exactly; without it a pessimistic estimate is used.
     """
     scope = None if paths is None else sorted({p.strip("/") for p in paths if p.strip("/")})
+    chunking: Chunking
     if token_counter is not None:
         chunking = (CHUNK_MAX_MODEL_TOKENS, token_counter, f"{CHUNKER_VERSION}/{token_counter.name}")
     else:
         chunking = (CHUNK_MAX_TOKENS, estimate_tokens, f"{CHUNKER_VERSION}/estimate")
-    t0 = time.perf_counter()
+    started = time.perf_counter()
     migrate(conn)
     report = SyncReport()
     if (get_meta(conn, "segmenter_version") != Segmenter.version
@@ -100,108 +143,127 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
         force = bool(get_meta(conn, "segmenter_version")) or force
         report.full_rebuild = force
         scope = None  # a version change means every note, whatever changed
-    segmenter = segmenter or load_segmenter(conn)
-    # Links written by a run that died before its final pass still point nowhere.
-    links_left_over = get_meta(conn, "links_pending") == "1"
+    run = _SyncRun(conn, config, segmenter or load_segmenter(conn), chunking, force, scope, progress, report,
+                   started, links_left_over=get_meta(conn, "links_pending") == "1")
+    _scan(run)
+    words = _read_changed(run)
+    _store_dictionary(run, words)
+    _write_batches(run)
+    faults.point("resolve")
+    _finish(run)
+    return report
 
-    def warn(path: str, message: str) -> None:
-        report.warnings.append((path, message))
 
-    existing = {row[0]: row[1:] for row in conn.execute(
-        "SELECT path, id, mtime_ns, size, hash FROM notes") if in_scope(row[0], scope)}
+def _vault_is_empty(config: VaultConfig) -> bool:
+    """Nothing at all in the vault folder, not even a dot-folder."""
+    try:
+        with os.scandir(config.vault) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False   # unreadable: the scan has said so already
+
+
+def _scan(run: _SyncRun) -> None:
+    """Scan and compare: which files are new or changed by mtime/size."""
+    conn, config, report = run.conn, run.config, run.report
+    run.existing = {row[0]: row[1:] for row in conn.execute(
+        "SELECT path, id, mtime_ns, size, hash FROM notes") if in_scope(row[0], run.scope)}
     # A skipped file is retried when the settings that skipped it change.
-    if get_meta(conn, "max_file_bytes") != str(config.max_file_bytes):
-        conn.execute("DELETE FROM skipped")
-        set_meta(conn, "max_file_bytes", str(config.max_file_bytes))
-    skipped_before = {row[0]: row[1:] for row in conn.execute(
-        "SELECT path, mtime_ns, size, reason FROM skipped")}
-
+    run.settings_changed = get_meta(conn, "max_file_bytes") != str(config.max_file_bytes)
+    if not run.settings_changed:
+        run.skipped_before = {row[0]: row[1:] for row in conn.execute(
+            "SELECT path, mtime_ns, size, reason FROM skipped")}
     # Only a path confirmed gone is deleted: what lies under a folder that
     # could not be listed (or a file that could not be stat'ed) is kept.
-    unreadable: set[str] = set()
-    files = list(scan_vault(config, warn, unreadable=unreadable) if scope is None
-                 else scan_paths(config, scope, warn, unreadable=unreadable))
+    files = list(scan_vault(config, run.warn, unreadable=run.unreadable) if run.scope is None
+                 else scan_paths(config, run.scope, run.warn, unreadable=run.unreadable))
     report.scanned = len(files)
-    on_disk = {f.path for f in files}
-    todo: list[ScannedFile] = []
+    run.on_disk = {f.path for f in files}
+    if run.scope is None and not files and run.existing and _vault_is_empty(config):
+        # An unmounted drive (or a sync tool's half-done move) leaves an empty
+        # folder: deleting every note would also drop every embedding.
+        run.warn("", f"the vault folder is empty but the index has {len(run.existing)} notes; nothing deleted "
+                     "(an unmounted drive?). If the vault really is empty, run `vault-search index --rebuild`")
+        run.unreadable.add("")
     for f in files:
-        old = existing.get(f.path)
-        if not force and old is not None and old[1] == f.mtime_ns and old[2] == f.size:
+        old = run.existing.get(f.path)
+        if not run.force and old is not None and old[1] == f.mtime_ns and old[2] == f.size:
             continue
-        skip = skipped_before.get(f.path)
-        if (not force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size
+        skip = run.skipped_before.get(f.path)
+        if (not run.force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size
                 and not skip[2].startswith(RETRY_REASON)):
             report.skipped += 1
             continue
-        todo.append(f)
-    report.unchanged = report.scanned - len(todo) - report.skipped
+        run.todo.append(f)
+    report.unchanged = report.scanned - len(run.todo) - report.skipped
+    run.drop = [p for p in run.existing if p not in run.on_disk and not covered(p, run.unreadable)]
     faults.point("scan")
 
-    # Pass 1: read, hash and parse what changed; collect the vault's names
-    # for jieba first, so every chunk is segmented with the full dictionary.
-    pending: list[_Pending] = []
-    touch: list[tuple[int, int, str]] = []  # same hash, new mtime/size
-    drop: list[str] = [p for p in existing if p not in on_disk and not covered(p, unreadable)]
-    skips: list[tuple[str, str, int, int]] = []
+
+def _read_changed(run: _SyncRun) -> set[str]:
+    """Pass 1: read, hash and parse what changed; return the vault's names
+    for jieba, collected first so every chunk is segmented with the full
+    dictionary."""
     buffered = 0
     words: set[str] = set()
-    done = 0
-    for f in todo:
-        done += 1
-        if progress:
-            progress(done, len(todo) * 2)
-        result = _read(f, config, warn)
+    for f in run.todo:
+        run.step()
+        result = _read(f, run.config, run.warn)
         if isinstance(result, str):  # a reason to skip the file
             if result != "vanished":
-                skips.append((f.path, result, f.mtime_ns, f.size))
-            if f.path in existing and not result.startswith(RETRY_REASON):
-                drop.append(f.path)   # gone, or no longer a note (binary, too large)
+                run.skips.append((f.path, result, f.mtime_ns, f.size))
+            if f.path in run.existing and not result.startswith(RETRY_REASON):
+                run.drop.append(f.path)   # gone, or no longer a note (binary, too large)
             continue
         data_hash, text = result
-        old = existing.get(f.path)
-        if not force and old is not None and old[3] == data_hash:
-            touch.append((f.mtime_ns, f.size, f.path))
+        old = run.existing.get(f.path)
+        if not run.force and old is not None and old[3] == data_hash:
+            run.touch.append((f.mtime_ns, f.size, f.path))
             continue
         note = parse_note(f.path, text)
         for message in note.warnings:
-            warn(f.path, message)
+            run.warn(f.path, message)
         words |= user_word_candidates([note.title, *note.aliases, *note.tags])
         keep = buffered + len(text) <= PARSE_BUFFER_BYTES
         buffered += len(text) if keep else 0
-        pending.append(_Pending(f, data_hash, note if keep else None, len(text)))
+        run.pending.append(_Pending(f, data_hash, note if keep else None, len(text)))
+    return words
 
-    segmenter.add_user_words(sorted(words))
-    if words:
-        # Stored before any chunk is written, so an interrupted run cannot
-        # leave chunks segmented with words the next run does not know.
-        stored = {w for (w,) in conn.execute("SELECT word FROM dictionary")}
-        fresh = [(w, f) for w, f in segmenter.user_words().items() if w not in stored]
-        with transaction(conn, "dictionary"):
-            conn.executemany("INSERT INTO dictionary (word, freq, settled) VALUES (?, ?, 0)", fresh)
-        report.user_words_added = len(fresh)
 
-    # Pass 2: chunk, segment and write in batches.
-    written_ids: set[int] = set()
-    for start in range(0, len(pending), BATCH_NOTES):
-        batch = pending[start:start + BATCH_NOTES]
+def _store_dictionary(run: _SyncRun, words: set[str]) -> None:
+    """The new names join jieba's dictionary, and are stored before any chunk
+    is written, so an interrupted run cannot leave chunks segmented with
+    words the next run does not know."""
+    run.segmenter.add_user_words(sorted(words))
+    if not words:
+        return
+    stored = {w for (w,) in run.conn.execute("SELECT word FROM dictionary")}
+    fresh = [(w, f) for w, f in run.segmenter.user_words().items() if w not in stored]
+    with transaction(run.conn, "dictionary"):
+        run.conn.executemany("INSERT INTO dictionary (word, freq, settled) VALUES (?, ?, 0)", fresh)
+    run.report.user_words_added = len(fresh)
+
+
+def _write_batches(run: _SyncRun) -> None:
+    """Pass 2: chunk, segment and write in batches, one transaction each."""
+    conn, report = run.conn, run.report
+    for start in range(0, len(run.pending), BATCH_NOTES):
         rows = []
-        for item in batch:
-            done += 1
-            if progress:
-                progress(min(done, len(todo) * 2), len(todo) * 2)
+        for item in run.pending[start:start + BATCH_NOTES]:
+            run.step()
             note = item.note
             if note is None:
-                result = _read(item.file, config, warn)
+                result = _read(item.file, run.config, run.warn)
                 if isinstance(result, str):
                     continue
                 note = parse_note(item.file.path, result[1])
-            rows.append((item, note, _note_rows(note, segmenter, chunking)))
+            rows.append((item, note, _note_rows(note, run.segmenter, run.chunking)))
         with transaction(conn, "notes"):
             for item, note, (fts_meta, chunk_rows) in rows:
-                old = existing.get(item.file.path)
+                old = run.existing.get(item.file.path)
                 note_id, names_changed = _write_note(conn, item, note, old[0] if old else None, fts_meta,
                                                      chunk_rows)
-                written_ids.add(note_id)
+                run.written_ids.add(note_id)
                 if names_changed:
                     # Links elsewhere may resolve differently now: until the
                     # final pass re-resolves them all, the index says so.
@@ -215,43 +277,57 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
             set_meta(conn, "links_pending", "1")   # this batch's links wait for the final pass
         faults.point("fts-batch")
 
-    faults.point("resolve")
+
+def _finish(run: _SyncRun) -> None:
+    """One transaction: touch, delete, skips, re-segment, links, stamps."""
+    conn, report = run.conn, run.report
     with transaction(conn, "finish"):
-        conn.executemany("UPDATE notes SET mtime_ns = ?, size = ? WHERE path = ?", touch)
-        report.touched = len(touch)
-        for path in drop:
-            note_id = existing[path][0]
-            _delete_chunks(conn, note_id)
-            conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
-            conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
-            conn.execute("DELETE FROM names WHERE note_id = ?", (note_id,))
-            conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+        conn.executemany("UPDATE notes SET mtime_ns = ?, size = ? WHERE path = ?", run.touch)
+        report.touched = len(run.touch)
+        for path in run.drop:
+            _delete_note(conn, run.existing[path][0])
             report.deleted += 1
-        conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", skips)
-        conn.executemany("DELETE FROM skipped WHERE path = ?",
-                         [(p,) for p in skipped_before
-                          if p not in on_disk and in_scope(p, scope) and not covered(p, unreadable)])
-        report.skipped += len(skips)
+        _record_skips(run)
         unsettled = [w for (w,) in conn.execute("SELECT word FROM dictionary WHERE settled = 0")]
         if unsettled:
-            report.resegmented = _resegment(conn, segmenter, unsettled, written_ids)
+            report.resegmented = _resegment(conn, run.segmenter, unsettled, run.written_ids)
             conn.execute("UPDATE dictionary SET settled = 1 WHERE settled = 0")
-        if report.deleted or links_left_over or get_meta(conn, "links_resolved") != "1":
+        if report.deleted or run.links_left_over or get_meta(conn, "links_resolved") != "1":
             # A new, renamed or re-aliased note can resolve links elsewhere; a deleted one unresolve them.
             resolve_links(conn)
             set_meta(conn, "links_resolved", "1")
-        elif written_ids:
-            resolve_links(conn, sources=written_ids)   # the links the changed notes just wrote
+        elif run.written_ids:
+            resolve_links(conn, sources=run.written_ids)   # the links the changed notes just wrote
         set_meta(conn, "links_pending", "0")
         set_meta(conn, "segmenter_version", Segmenter.version)
-        set_meta(conn, "chunker_version", chunking[2])
-        set_meta(conn, "vault", str(config.vault))
-        report.seconds = time.perf_counter() - t0
+        set_meta(conn, "chunker_version", run.chunking[2])
+        set_meta(conn, "vault", str(run.config.vault))
+        report.seconds = time.perf_counter() - run.started
         set_meta(conn, "last_sync", json.dumps({
             "at": time.time(), "seconds": round(report.seconds, 3), "added": report.added,
             "updated": report.updated, "deleted": report.deleted, "unchanged": report.unchanged,
             "skipped": report.skipped}))
-    return report
+
+
+def _record_skips(run: _SyncRun) -> None:
+    """The files seen but not indexed, and forget those that are gone."""
+    conn = run.conn
+    if run.settings_changed:
+        conn.execute("DELETE FROM skipped")
+        set_meta(conn, "max_file_bytes", str(run.config.max_file_bytes))
+    conn.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)", run.skips)
+    conn.executemany("DELETE FROM skipped WHERE path = ?",
+                     [(p,) for p in run.skipped_before
+                      if p not in run.on_disk and in_scope(p, run.scope) and not covered(p, run.unreadable)])
+    run.report.skipped += len(run.skips)
+
+
+def _delete_note(conn: sqlite3.Connection, note_id: int) -> None:
+    _delete_chunks(conn, note_id)
+    conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
+    conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
+    conn.execute("DELETE FROM names WHERE note_id = ?", (note_id,))
+    conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
 
 
 def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
@@ -269,7 +345,8 @@ def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
         if gone(exc):
             warn(f.path, "vanished while indexing; will be picked up if it comes back")
             return "vanished"
-        reason = f"{RETRY_REASON} ({exc.strerror}); the index keeps what it had and tries again at the next sync"
+        reason = (f"{RETRY_REASON} ({exc.strerror}); vault-search tries again at the next sync, and a note "
+                  "indexed before keeps its last version meanwhile")
         warn(f.path, reason)
         return reason
     if len(data) > config.max_file_bytes:

@@ -26,7 +26,7 @@ import numpy as np
 from . import faults
 from .chunk import passage_text
 from .embed import Embedder
-from .store import get_meta, set_meta, transaction
+from .store import set_meta, transaction, vectors_state
 
 VECTORS_FILE = "vectors.npy"
 IDS_FILE = "vectors.ids.npy"
@@ -130,7 +130,7 @@ def write_matrix(conn: sqlite3.Connection, index_dir: Path, fingerprint: str, di
         "SELECT c.id FROM chunks c JOIN embeddings e ON e.model = ? AND e.hash = c.hash ORDER BY c.id",
         (fingerprint,))), dtype=np.int64)
     state = {"fingerprint": fingerprint, "rows": int(len(ids)), "dim": dim, "ids": ids_digest(ids)}
-    stored = _stored_state(conn)
+    stored = vectors_state(conn)
     if (not force and stored and {k: stored.get(k) for k in state} == state
             and check_files(index_dir, stored) is None):
         return len(ids), False
@@ -145,11 +145,6 @@ def write_matrix(conn: sqlite3.Connection, index_dir: Path, fingerprint: str, di
     faults.point("matrix-files")
     set_meta(conn, "vectors", json.dumps(state))
     return len(ids), True
-
-
-def _stored_state(conn: sqlite3.Connection) -> dict | None:
-    raw = get_meta(conn, "vectors")
-    return json.loads(raw) if raw else None
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:

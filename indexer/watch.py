@@ -26,10 +26,14 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from .config import VaultConfig
 from .scan import IgnoreRules, is_markdown
+
+if TYPE_CHECKING:
+    from .sync import SyncReport
+    from .writer import IndexWriter
 
 log = logging.getLogger("vault_search.watch")
 
@@ -41,13 +45,6 @@ STORM_PATHS = 200           # a batch this large may have lost events: a full re
 RETRY_MAX_S = 60.0          # a sync that keeps failing is retried at most this far apart
 EMBED_SLICE = 64            # passages embedded between checks for new changes
 IGNORED_EVENTS = {"opened", "closed_no_write"}
-
-
-class SyncTarget(Protocol):
-    """What the watcher drives (``vault_search.Index`` fits)."""
-
-    def sync(self, *, paths: list[str] | None = None, embed: bool = True,
-             embed_limit: int | None = None): ...
 
 
 class ChangeSet:
@@ -74,8 +71,11 @@ class ChangeSet:
 
     def request_full(self) -> None:
         with self._cond:
+            now = time.monotonic()
+            if not (self._paths or self._overflow):
+                self._first = now   # as in add(): a storm of requests still syncs every MAX_DELAY_S
             self._overflow, self._paths = True, set()
-            self._first = self._last = time.monotonic()
+            self._last = now
             self._cond.notify_all()
 
     def put_back(self, paths: list[str] | None) -> None:
@@ -157,7 +157,8 @@ class _LostEvents(logging.Handler):
         self.watcher = watcher
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "overflow" in record.getMessage().lower():
+        # watchdog logs two lines per overflow; this one once.
+        if "events were lost" in record.getMessage():
             self.watcher.events_lost()
 
 
@@ -165,12 +166,16 @@ WATCHDOG_LOGGER = "watchdog.observers"
 
 
 class Watcher:
-    """Runs the observer and the writer thread for one index."""
+    """Runs the observer and the writer thread for one index.
 
-    def __init__(self, target: SyncTarget, config: VaultConfig, interval: float = RESCAN_INTERVAL_S,
+    ``writer`` is the index's ``IndexWriter`` (a ``vault_search.Index``,
+    whose ``sync`` is the writer's, works too).
+    """
+
+    def __init__(self, writer: IndexWriter, config: VaultConfig, interval: float = RESCAN_INTERVAL_S,
                  debounce: float = DEBOUNCE_S, embed: bool = True,
-                 on_sync: Callable[[object, list[str] | None], None] | None = None):
-        self.target = target
+                 on_sync: Callable[[SyncReport, list[str] | None], None] | None = None):
+        self.writer = writer
         self.config = config
         self.interval = interval
         self.debounce = debounce
@@ -184,7 +189,7 @@ class Watcher:
         self._failures = 0
         self._lost = _LostEvents(self)
         self._stop = threading.Event()
-        self._observer = None
+        self._observer: Any = None   # a watchdog Observer, once started
         self._thread: threading.Thread | None = None
         self._embedding_waits = embed
 
@@ -252,7 +257,7 @@ class Watcher:
     def _sync(self, paths: list[str] | None) -> None:
         """Keyword-sync ``paths`` (None: everything, []: nothing), then embed a slice."""
         try:
-            report = self.target.sync(paths=paths, embed=self.embed, embed_limit=EMBED_SLICE)
+            report = self.writer.sync(paths=paths, embed=self.embed, embed_limit=EMBED_SLICE)
         except Exception as exc:  # never let one bad batch stop the watcher
             self.last_error = f"{exc.__class__.__name__}: {exc}"
             self._failures += 1
@@ -265,8 +270,7 @@ class Watcher:
         self.syncs += 1
         self._failures = 0
         self.last_error = None
-        embedding = getattr(report, "embedding", None)
-        self._embedding_waits = bool(embedding and embedding.waiting)
+        self._embedding_waits = bool(report.embedding and report.embedding.waiting)
         if self.on_sync:
             self.on_sync(report, paths)
 

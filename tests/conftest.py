@@ -4,8 +4,8 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +76,16 @@ def cli(vault, index_dir):
         return CliResult(subprocess.run(cmd, capture_output=True, text=True, env=full_env,
                                         input=input, timeout=300))
     return run
+
+
+def run_cli(vault, index, *args, fault=None, timeout=300) -> subprocess.CompletedProcess:
+    """The installed CLI on ``vault`` and ``index``, with VAULT_SEARCH_FAULT
+    (indexer/faults.py) set to ``fault``, or unset."""
+    env = {k: v for k, v in os.environ.items() if k != "VAULT_SEARCH_FAULT"}
+    if fault:
+        env["VAULT_SEARCH_FAULT"] = fault
+    return subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,9 @@ of the vault is indexed and searchable."""
 import os
 
 import pytest
+from conftest import write
 
 from vault_search import Index
-
-from conftest import write
 
 
 @pytest.fixture

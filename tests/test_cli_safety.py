@@ -119,3 +119,31 @@ def test_get_prints_a_note_exactly_to_a_pipe_and_escaped_to_a_terminal(vault, in
     assert "# Title \\x1b]0;pwned\\x07" in shown and shown.count("\n") == text.count("\n") + 1
     ledger.record("hostile input", "terminal escape sequences in a note printed by `get`",
                   "escaped on a terminal; the exact text when piped", tries=2)
+
+
+def test_a_newline_and_a_backslash_n_in_names_print_differently(vault, index_dir):
+    write(vault / "Inbox" / "a\nb.md", "# One\nbackslashcase\n")
+    write(vault / "Inbox" / "a\\nb.md", "# Two\nbackslashcase\n")
+    assert _run(vault, index_dir, "index", "--no-embed").returncode == 0
+    r = _run(vault, index_dir, "search", "backslashcase", "--mode", "fts", "--format", "paths")
+    lines = sorted(r.stdout.decode().splitlines())
+    assert lines == ["Inbox/a\\\\nb.md", "Inbox/a\\nb.md"], lines
+
+
+def test_serve_logs_request_lines_escaped(vault, index_dir):
+    import socket
+    import time
+
+    from conftest import start_server
+
+    assert _run(vault, index_dir, "index", "--no-embed").returncode == 0
+    proc, info = start_server(vault, index_dir, "-v")
+    try:
+        with socket.create_connection(("127.0.0.1", info["port"]), timeout=10) as sock:
+            sock.sendall(b"GET /\x1b]0;PWNED\x07\x1b[2J HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            sock.recv(4096)
+        time.sleep(0.5)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "PWNED" in err and "\x1b" not in err and "\x07" not in err, err[-500:]

@@ -9,12 +9,11 @@ import re
 
 import click
 import pytest
+from conftest import REPO
 
 from vault_search.cli import main
 from vault_search.mcp_server import build_server
 from vault_search.server import ENDPOINTS
-
-from conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 

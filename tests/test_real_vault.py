@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 
 import pytest
-
 from conftest import CLI
 
 

@@ -8,12 +8,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import write
 
 from indexer.embed import HashEmbedder
 from vault_search import Index
-from vault_search.rerank import JudgeError, RerankSettings, build_messages, Candidate, parse_scores
-
-from conftest import write
+from vault_search.rerank import Candidate, JudgeError, RerankSettings, build_messages, parse_scores
 
 CANDIDATE_RE = re.compile(r'<candidate id="(c\d+)">\ntitle: (.*?)\nheading: (.*?)\ntext: (.*?)\n</candidate>', re.S)
 
@@ -110,7 +109,7 @@ def test_a_judge_that_knows_moves_the_right_note_to_the_top(idx, judge):
     assert reranked.results[0].path == target_path and not reranked.warnings
     top = reranked.results[0]
     assert top.scores.rerank == 1.0 and top.scores.fts is not None
-    assert reranked.explain["ranks"][0]["rerank_score"] == 10
+    assert reranked.explain.ranks[0].rerank_score == 10
     assert sorted(paths(reranked)) == sorted(paths(plain))      # same notes, new order
     # The key went as a Bearer token; temperature 0; the model asked for.
     assert judge.headers_seen[0]["Authorization"] == "Bearer sk-test-secret"

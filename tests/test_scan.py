@@ -1,9 +1,9 @@
 import os
 
+from conftest import write
+
 from indexer.config import load_config
 from indexer.scan import IgnoreRules, scan_vault
-
-from conftest import write
 
 
 def paths(vault, index_dir, **overrides):

@@ -3,10 +3,9 @@ import os
 import sqlite3
 
 import pytest
+from conftest import write
 
 from vault_search import Index
-
-from conftest import write
 
 RESULT_KEYS = {"path", "title", "heading", "start_line", "end_line", "snippet", "score", "scores",
                "tags", "stale", "uri", "date", "related", "related_to"}
@@ -141,8 +140,8 @@ def test_bad_filter_values_are_usage_errors(idx):
 
 def test_explain_shows_the_fts_query_and_ranks(idx):
     response = idx.search("C++ 智能指针", explain=True)
-    assert response.explain["fts_match"].startswith('"c++"')
-    assert response.explain["ranks"][0]["fts_rank"] == 1
+    assert response.explain.fts_match.startswith('"c++"')
+    assert response.explain.ranks[0].fts_rank == 1
     assert "explain" in response.to_dict()
 
 

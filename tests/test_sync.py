@@ -2,12 +2,11 @@ import os
 import sqlite3
 
 import pytest
+from conftest import write
 
 from indexer.segment import Segmenter
 from indexer.store import get_meta, set_meta
 from vault_search import Index
-
-from conftest import write
 
 
 def sync(vault, index_dir):

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import CLI, write
 
 from indexer.embed import HashEmbedder
 from indexer.errors import VaultSearchError
@@ -19,8 +20,6 @@ from indexer.vectors import IDS_FILE, VECTORS_FILE
 from vault_search import Index
 from vault_search.fusion import KEYWORD_BASE_WEIGHT, rrf
 from vault_search.keyword import ChunkHit
-
-from conftest import CLI, write
 
 
 def open_index(vault, index_dir, embedder=None):
@@ -172,13 +171,13 @@ def test_explain_shows_both_ranks_and_the_fused_score(vault, index_dir):
     with open_index(vault, index_dir) as idx:
         idx.sync()
         response = idx.search("SQLite WAL 模式", explain=True)
-    row = response.explain["ranks"][0]
-    assert row["fts_rank"] == 1 and row["vector_rank"] >= 1
-    k, w = response.explain["rrf_k"], response.explain["weights"]
-    assert response.explain["term_coverage"] == 1.0 and w == {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
-    assert row["fused_score"] == pytest.approx(
-        KEYWORD_BASE_WEIGHT / (k + 1) + 1 / (k + row["vector_rank"]), rel=1e-4)
-    assert response.results[0].score == pytest.approx(row["fused_score"], rel=1e-4)
+    row = response.explain.ranks[0]
+    assert row.fts_rank == 1 and row.vector_rank >= 1
+    k, w = response.explain.rrf_k, response.explain.weights
+    assert response.explain.term_coverage == 1.0 and w == {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
+    assert row.fused_score == pytest.approx(
+        KEYWORD_BASE_WEIGHT / (k + 1) + 1 / (k + row.vector_rank), rel=1e-4)
+    assert response.results[0].score == pytest.approx(row.fused_score, rel=1e-4)
 
 
 def test_missing_or_truncated_vectors_file_is_detected_and_repaired(vault, index_dir, ledger):
@@ -232,8 +231,8 @@ def test_keyword_weight_falls_with_query_word_coverage(vault, index_dir):
         idx.sync()
         same = idx.search("SQLite WAL 模式", explain=True).explain
         foreign = idx.search("Qué significa la palabra escritura", explain=True).explain
-    assert same["term_coverage"] == 1.0 and same["weights"]["fts"] == KEYWORD_BASE_WEIGHT
-    assert foreign["term_coverage"] < 0.3 and foreign["weights"]["fts"] < 0.15
+    assert same.term_coverage == 1.0 and same.weights["fts"] == KEYWORD_BASE_WEIGHT
+    assert foreign.term_coverage < 0.3 and foreign.weights["fts"] < 0.15
 
 
 def test_rrf_is_weighted_reciprocal_rank_over_notes():

@@ -7,6 +7,7 @@ import json
 import re
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -96,7 +97,7 @@ class _LazyProgressBar:
     def __init__(self, label: str, rate: bool = False):
         self.label = label
         self.rate = rate
-        self.bar = None
+        self.bar: Any = None   # a click progress bar, made on the first update
         self.started = 0.0
 
     def _info(self, bar) -> str:
@@ -146,17 +147,18 @@ class _LazyProgressBar:
 @click.pass_context
 def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
     """Create the index or bring it up to date (incremental)."""
-    from .index import Index
+    from indexer.writer import IndexWriter
+
     from .render import printable
 
     config = _config(ctx).with_overrides(ignore, include_dot)
-    with Index.open(config=config, create=True, rebuild=rebuild) as idx:
+    with IndexWriter.open(config, create=True, rebuild=rebuild) as writer:
         if sys.stdout.isatty() and not as_json:
             with _LazyProgressBar("Indexing ") as progress, _LazyProgressBar("Embedding", rate=True) as embed_bar:
-                report = idx.sync(progress=progress, force=force, embed=not no_embed, model=model,
-                                  embed_progress=embed_bar)
+                report = writer.sync(progress=progress, force=force, embed=not no_embed, model=model,
+                                     embed_progress=embed_bar)
         else:
-            report = idx.sync(force=force, embed=not no_embed, model=model)
+            report = writer.sync(force=force, embed=not no_embed, model=model)
     if as_json:
         from dataclasses import asdict
 
@@ -216,8 +218,7 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
 @click.option("--no-server", is_flag=True,
               help="Search in this process even when `vault-search serve` runs for the vault.")
 @click.pass_context
-def search(ctx, query, mode, limit, as_json, fmt, tags, path, after, before, where, exclude_stale,
-           recency_half_life, related, explain, rerank, rerank_url, rerank_model, no_server):
+def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flags):
     """Search the vault. QUERY is plain text, never syntax: any string is safe.
 
     When `vault-search serve` runs for this vault, the search is sent to it
@@ -229,31 +230,32 @@ def search(ctx, query, mode, limit, as_json, fmt, tags, path, after, before, whe
       vault-search search "rate limit" --tag project --after 2026-01-01 --json
       vault-search search 部署 --where type=feedback --exclude-stale --format md
     """
+    from dataclasses import replace
+
+    from .options import SearchOptions
     from .render import printable, render_markdown, render_paths, render_paths0, render_search
     from .results import SearchResponse
 
     text = " ".join(query)
     fmt = fmt or ("json" if as_json else "text")
-    options = {"where": list(where), "exclude_stale": exclude_stale, "recency_half_life": recency_half_life,
-               "related": related}
+    options = SearchOptions(**flags)   # the search flags are SearchOptions' fields
     # --rerank runs here, with this process's endpoint settings: a server
-    # only ever reranks with its own configuration.
-    data = None if no_server or rerank else _ask_server(ctx, text, mode, limit, tags, path, after, before,
-                                                         explain or fmt == "text", options)
+    # only ever reranks with its own configuration. Text output highlights
+    # the query's words, which the explain part of the answer carries.
+    data = None if no_server or options.rerank else _ask_server(
+        ctx, text, replace(options, explain=options.explain or fmt == "text"))
     if data is not None:
         response = SearchResponse.from_dict(data)
-        if not explain:
+        if not options.explain:
             response.explain = None
     else:
         settings = None
-        if rerank:
+        if options.rerank:
             from .rerank import RerankSettings
 
             settings = RerankSettings.load(rerank_url, rerank_model, hint="; or pass --rerank-url and --rerank-model")
         with _open(ctx) as idx:
-            response = idx.search(text, mode=mode, limit=limit, tags=tags, path=path, after=after,
-                                  before=before, explain=explain, rerank=rerank, rerank_settings=settings,
-                                  **options)
+            response = idx.search(text, options, rerank_settings=settings)
     if fmt == "json":
         click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
     elif fmt in ("paths", "paths0", "md"):
@@ -267,7 +269,7 @@ def search(ctx, query, mode, limit, as_json, fmt, tags, path, after, before, whe
         click.echo(render_search(response))
 
 
-def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, options) -> dict | None:
+def _ask_server(ctx, text, options) -> dict | None:
     """The server's answer, or None to search in-process (no server, or it failed)."""
     from http.client import HTTPException
 
@@ -280,14 +282,7 @@ def _ask_server(ctx, text, mode, limit, tags, path, after, before, explain, opti
     if server is None:
         return None
     try:
-        status, data = request(server, "/search", {"query": text, "mode": mode, "limit": limit, "tag": list(tags),
-                                                   "path": path, "after": after, "before": before,
-                                                   "explain": "1" if explain else None,
-                                                   "where": options["where"],
-                                                   "exclude_stale": "1" if options["exclude_stale"] else None,
-                                                   "recency_half_life": options["recency_half_life"],
-                                                   "related": "1" if options["related"] else None,
-                                                   "vault": str(config.vault)})
+        status, data = request(server, "/search", {"query": text, **options.to_params(), "vault": str(config.vault)})
     except (OSError, ValueError, HTTPException):
         return None  # a dead or busy server: answer here instead
     if status == 409:
@@ -318,11 +313,10 @@ def get(ctx, location, as_json):
     """
     from indexer.scan import is_markdown
 
-    from .index import Index
+    from .files import read_note
     from .render import printable
 
     config = _config(ctx)
-    idx = Index(config, conn=None)  # reading a file needs no index
     path, start, end = location, None, None
     m = LOCATION_RE.match(location)
     if not (config.vault / location).is_file():
@@ -334,7 +328,7 @@ def get(ctx, location, as_json):
                        or (config.vault / (head + ".md")).is_file()):
             raise click.UsageError(f"bad line range {spec!r} in {location!r}: use PATH, PATH:START or "
                                    "PATH:START-END (lines are numbered from 1)", ctx)
-    note = idx.get(path, start, end)
+    note = read_note(config, path, start, end)   # reading a file needs no index
     if as_json:
         click.echo(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
     elif sys.stdout.isatty():
@@ -355,32 +349,14 @@ def links(ctx, path, as_json):
     Example:
       vault-search links "Notes/Reading/卡片笔记写作法.md"
     """
+    from .render import render_links
+
     with _open(ctx) as idx:
-        data = idx.links(path)
+        note_links = idx.links(path)
     if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-        return
-    from .render import printable
-
-    click.echo(click.style(printable(data["path"]), bold=True))
-
-    def shown(link):
-        text = link["target"] + link["subpath"]
-        text = ("!" if link["embed"] else "") + f"[[{text}" + (f"|{link['alias']}" if link["alias"] else "") + "]]"
-        return printable(text)
-
-    click.echo(click.style(f"outlinks ({len(data['outlinks'])}):", bold=True))
-    for link in data["outlinks"]:
-        where = (printable(link["path"]) if link["path"] else
-                 {"attachment": "(attachment)", "self": "(this note)"}.get(link["kind"], click.style("unresolved",
-                                                                                                  fg="red")))
-        click.echo(f"  {link['line']:>4}  {shown(link)} → {where}")
-    click.echo(click.style(f"backlinks ({len(data['backlinks'])}):", bold=True))
-    for link in data["backlinks"]:
-        click.echo(f"  {printable(link['path'])}:{link['line']}  {shown(link)}")
-    click.echo(click.style(f"unresolved ({len(data['unresolved'])}):", bold=True))
-    for link in data["unresolved"]:
-        click.echo(f"  {link['line']:>4}  {shown(link)}")
+        click.echo(json.dumps(note_links.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_links(note_links))
 
 
 @main.command()
@@ -391,15 +367,14 @@ def links(ctx, path, as_json):
 def tags(ctx, as_json, limit):
     """List the vault's tags with how many notes carry each (a parent tag
     counts the notes of its nested tags)."""
-    from .render import printable
+    from .render import render_tags
 
     with _open(ctx) as idx:
-        rows = idx.tags()[:limit]
+        counts = idx.tags(limit)
     if as_json:
-        click.echo(json.dumps({"tags": [{"tag": t, "notes": n} for t, n in rows]}, ensure_ascii=False, indent=2))
-        return
-    for tag, count in rows:
-        click.echo(f"{count:>6}  #{printable(tag)}")
+        click.echo(json.dumps(counts.to_dict(), ensure_ascii=False, indent=2))
+    elif counts.tags:
+        click.echo(render_tags(counts))
 
 
 @main.command()
@@ -468,21 +443,17 @@ def watch(ctx, interval, debounce, verbose):
     """
     from indexer.config import load_config
     from indexer.watch import Watcher
-
-    from .index import Index
+    from indexer.writer import IndexWriter
 
     _log_to_stderr(verbose)
     _stop_on_sigterm()
-    from indexer.store import db_path
-
     from .server import claim_index
 
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
-    new_index = not db_path(config.index_dir).exists()
     # One resident writer per index: never next to a `serve` or another `watch`.
-    with claim_index(config.index_dir, config.vault, "watch"), Index.open(config=config, create=True) as idx:
-        watcher = Watcher(idx, config, interval=interval * 60, debounce=debounce,
-                          embed=idx.model_spec is not None or new_index, on_sync=_print_sync)
+    with claim_index(config.index_dir, config.vault, "watch"), IndexWriter.open(config, create=True) as writer:
+        watcher = Watcher(writer, config, interval=interval * 60, debounce=debounce,
+                          embed=writer.embeds_by_default(), on_sync=_print_sync)
         click.echo(f"watching {config.vault} (index {config.index_dir}); Ctrl-C to stop", err=True)
         watcher.start()
         try:

@@ -53,6 +53,7 @@ class Condition:
         path = f'$."{self.key}"'
         # json_each walks a list's items, or yields a scalar once: a list
         # field matches when any item does.
+        params: list[str | float]
         if self.kind == "bool":
             test = "je.type = ?"
             params = [self.value]
@@ -111,11 +112,11 @@ class SearchFilters:
     after: str | None = None    # inclusive, "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM"
     before: str | None = None   # inclusive at the given precision
     where: tuple[Condition, ...] = ()
-    exclude_stale: Staleness | None = None
+    staleness: Staleness | None = None   # leave out the notes stale by this rule
 
     @classmethod
     def build(cls, tags=(), path=None, after=None, before=None, where=(),
-              exclude_stale: Staleness | None = None) -> "SearchFilters":
+              staleness: Staleness | None = None) -> "SearchFilters":
         tags = [clean_text(t) for t in tags]
         path = clean_text(path) if path else path
         clean_tags = tuple(t.strip().lstrip("#").strip("/").casefold() for t in tags if t and t.strip("#/ "))
@@ -129,11 +130,12 @@ class SearchFilters:
             where = [where]
         conditions = tuple(Condition.parse(w) for w in where or () if w is not None)
         return cls(clean_tags, folder, _date_arg("--after", after), _date_arg("--before", before),
-                   conditions, exclude_stale)
+                   conditions, staleness)
 
     def sql(self) -> tuple[str, list]:
         """A WHERE fragment over notes ``n`` and chunks ``c``, and its parameters."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[str | int] = []
         for tag in self.tags:
             # A tag matches itself and its nested tags: "project" finds "project/alpha".
             where.append("EXISTS (SELECT 1 FROM note_tags nt WHERE nt.note_id = n.id "
@@ -156,14 +158,14 @@ class SearchFilters:
             sql, values = condition.sql()
             where.append(sql)
             params += values
-        if self.exclude_stale:
-            sql, values = self.exclude_stale.sql()
+        if self.staleness:
+            sql, values = self.staleness.sql()
             where.append(f"NOT coalesce({sql}, 0)")
             params += values
         return (" AND ".join(where) or "1"), params
 
     def __bool__(self) -> bool:
-        return bool(self.tags or self.path or self.after or self.before or self.where or self.exclude_stale)
+        return bool(self.tags or self.path or self.after or self.before or self.where or self.staleness)
 
 
 def clean_text(text: str) -> str:

@@ -13,9 +13,8 @@ import re
 
 import click
 
-from .results import IndexStatus, SearchResponse
+from .results import Explain, IndexStatus, NoteLinks, SearchResponse, TagCounts
 from .snippet import highlight_spans
-
 
 # C0 controls, DEL and C1 controls (Unicode category Cc): all the characters a
 # terminal acts on rather than shows.
@@ -76,33 +75,39 @@ def render_search(response: SearchResponse) -> str:
                                  + (f" + {extra} related" if extra else "")
                                  + f" ({response.mode}, {response.took_ms:.0f} ms)", dim=True))
     if response.explain:
-        ex = response.explain
-        lines.append(click.style(f"FTS MATCH: {ex['fts_match']}", dim=True))
-        if response.mode == "hybrid":
-            lines.append(click.style(f"RRF k={ex['rrf_k']}, weights {ex['weights']} "
-                                     f"(query words found in the index: {ex['term_coverage']})", dim=True))
-        for row in ex["ranks"]:
-            parts = []
-            if row["fts_rank"] is not None:
-                parts.append(f"fts #{row['fts_rank']} (bm25 {row['fts_score']})")
-            if row["vector_rank"] is not None:
-                parts.append(f"vector #{row['vector_rank']} (cos {row['vector_score']})")
-            parts.append(f"fused {row['fused_score']:.5f}")
-            if row.get("rerank_score") is not None:
-                parts.append(f"judge {row['rerank_score']:g}/10, blended {row['blended_score']:.4f}")
-            if row.get("name_match"):
-                parts.append(f"query is its {row['name_match']}: ranked first")
-            if row.get("recency_factor") is not None:
-                parts.append(f"dated {row['date']}, recency x{row['recency_factor']:.3f}")
-            lines.append(click.style(f"  {printable(row['path'])}: " + ", ".join(parts), dim=True))
+        lines += render_explain(response.explain, response.mode)
     return "\n".join(lines)
+
+
+def render_explain(ex: Explain, mode: str) -> list[str]:
+    lines = [click.style(f"FTS MATCH: {ex.fts_match}", dim=True)]
+    if mode == "hybrid":
+        lines.append(click.style(f"RRF k={ex.rrf_k}, weights {ex.weights} "
+                                 f"(query words found in the index: {ex.term_coverage})", dim=True))
+    for row in ex.ranks:
+        parts = []
+        if row.fts_rank is not None:
+            parts.append(f"fts #{row.fts_rank} (bm25 {row.fts_score})")
+        if row.vector_rank is not None:
+            parts.append(f"vector #{row.vector_rank} (cos {row.vector_score})")
+        parts.append(f"fused {row.fused_score:.5f}")
+        if row.rerank_score is not None:
+            parts.append(f"judge {row.rerank_score:g}/10, blended {row.blended_score:.4f}")
+        if row.name_match:
+            parts.append(f"query is its {row.name_match}: ranked first")
+        if row.recency_factor is not None:
+            parts.append(f"dated {row.date}, recency x{row.recency_factor:.3f}")
+        lines.append(click.style(f"  {printable(row.path)}: " + ", ".join(parts), dim=True))
+    return lines
 
 
 def render_paths(response: SearchResponse) -> str:
     """One vault path per line (each note once), for pipes and xargs; a
     control character in a path is shown escaped, so a name never spans two
     lines (``render_paths0`` gives the exact names)."""
-    return "\n".join(printable(p) for p in dict.fromkeys(r.path for r in response.results))
+    # The backslash too, or a name holding a newline and one holding "\\n"
+    # would print the same (Obsidian allows no backslash in a note's name).
+    return "\n".join(printable(p.replace("\\", "\\\\")) for p in dict.fromkeys(r.path for r in response.results))
 
 
 def render_paths0(response: SearchResponse) -> bytes:
@@ -153,3 +158,30 @@ def render_status(s: IndexStatus) -> str:
         out.append(click.style("warnings:", bold=True))
         out += [f"  {printable(w['path'])}: {printable(w['message'])}" for w in s.warnings]
     return "\n".join(out)
+
+
+def render_links(links: NoteLinks) -> str:
+    """A note's outlinks (and where each resolves), backlinks and unresolved links."""
+    def shown(link) -> str:
+        text = link.target + link.subpath
+        text = ("!" if link.embed else "") + f"[[{text}" + (f"|{link.alias}" if link.alias else "") + "]]"
+        return printable(text)
+
+    lines = [click.style(printable(links.path), bold=True),
+             click.style(f"outlinks ({len(links.outlinks)}):", bold=True)]
+    for link in links.outlinks:
+        where = (printable(link.path) if link.path else
+                 {"attachment": "(attachment)", "self": "(this note)"}.get(link.kind, click.style("unresolved",
+                                                                                                  fg="red")))
+        lines.append(f"  {link.line:>4}  {shown(link)} → {where}")
+    lines.append(click.style(f"backlinks ({len(links.backlinks)}):", bold=True))
+    lines += [f"  {printable(link.path)}:{link.line}  {shown(link)}" for link in links.backlinks]
+    unresolved = links.unresolved
+    lines.append(click.style(f"unresolved ({len(unresolved)}):", bold=True))
+    lines += [f"  {link.line:>4}  {shown(link)}" for link in unresolved]
+    return "\n".join(lines)
+
+
+def render_tags(tags: TagCounts) -> str:
+    """One tag a line, with its note count ("" when there are none)."""
+    return "\n".join(f"{t.notes:>6}  #{printable(t.tag)}" for t in tags.tags)

@@ -28,12 +28,14 @@ import socket
 import sqlite3
 import threading
 import time
-import tomllib
 import urllib.parse
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
+
+import tomllib
 
 from indexer.errors import UsageValueError
 
@@ -196,8 +198,8 @@ def post_json(url: str, body: bytes, headers: dict, deadline: float) -> bytes:
 
     https = parts.scheme == "https"
     conn = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
-        parts.hostname, parts.port or (443 if https else 80), timeout=left())
-    held = {}
+        parts.hostname or "", parts.port or (443 if https else 80), timeout=left())
+    held: dict[str, Any] = {}
     expired = threading.Event()
 
     def cut():
@@ -377,14 +379,14 @@ class Reranker:
                 worker.join(max(budget_end + GRACE_S - time.monotonic(), 0))
         if len(answers) < len(groups):
             return None, f"reranking skipped: the endpoint took longer than the {self.settings.budget_s:g} s budget"
-        fresh = {}
+        fresh: dict[str, float] = {}
         for i in range(len(groups)):
             answer = answers[i]
             if isinstance(answer, JudgeError):
                 return None, f"reranking skipped: {answer}"
             if isinstance(answer, Exception):
                 return None, f"reranking skipped: {answer.__class__.__name__}"
-            fresh.update(answer)
+            fresh.update(cast(dict, answer))
         self._store(query, todo, fresh)
         return {**scores, **fresh}, None
 

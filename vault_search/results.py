@@ -6,7 +6,7 @@ apart between the faces. The field set is a contract (see DESIGN.md).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 
 
 @dataclass
@@ -35,6 +35,52 @@ class SearchResult:
 
 
 @dataclass
+class ExplainRank:
+    """One result's way to its place (``--explain``)."""
+    path: str
+    fts_rank: int | None
+    fts_score: float | None
+    vector_rank: int | None
+    vector_score: float | None
+    fused_score: float | None
+    rerank_score: float | None       # the judge's 0-10, when reranked
+    blended_score: float | None
+    # In the JSON only when set:
+    name_match: str | None = None    # "title", "alias" or "file": the query is this note's name
+    date: str | None = None          # with recency_factor: the date a recency half-life aged it by
+    recency_factor: float | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for key in ("name_match", "date", "recency_factor"):
+            if data[key] is None:
+                del data[key]
+        return data
+
+
+@dataclass
+class Explain:
+    """How a search ranked what it found (``--explain``)."""
+    fts_match: str                   # the FTS5 MATCH expression ("" : nothing to search for)
+    terms: list[str]
+    filters: str | None              # the filters' SQL, None without filters
+    rrf_k: float
+    weights: dict[str, float]
+    term_coverage: float | None      # hybrid: the share of query words the index knows
+    name_matches: dict[str, str]     # path -> "title", "alias" or "file"
+    recency_half_life: float | None
+    ranks: list[ExplainRank] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "ranks"},
+                "ranks": [r.to_dict() for r in self.ranks]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Explain":
+        return cls(**{**data, "ranks": [ExplainRank(**r) for r in data.get("ranks", [])]})
+
+
+@dataclass
 class SearchResponse:
     query: str
     mode: str
@@ -42,23 +88,24 @@ class SearchResponse:
     warnings: list[str] = field(default_factory=list)
     results: list[SearchResult] = field(default_factory=list)
     # Not part of the JSON contract unless asked for (--explain).
-    explain: dict | None = None
+    explain: Explain | None = None
     terms: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data.pop("terms")
-        if data["explain"] is None:
-            data.pop("explain")
+        data = asdict(replace(self, explain=None))
+        del data["terms"], data["explain"]
+        if self.explain is not None:
+            data["explain"] = self.explain.to_dict()
         return data
 
     @classmethod
     def from_dict(cls, data: dict, terms: list[str] | None = None) -> "SearchResponse":
         """The inverse of ``to_dict`` (the thin client renders a server's answer)."""
         results = [SearchResult(**{**r, "scores": Scores(**r["scores"])}) for r in data.get("results", [])]
+        explain = Explain.from_dict(data["explain"]) if data.get("explain") else None
         return cls(query=data["query"], mode=data["mode"], took_ms=data["took_ms"],
-                   warnings=list(data.get("warnings", [])), results=results, explain=data.get("explain"),
-                   terms=terms or (data.get("explain") or {}).get("terms") or [])
+                   warnings=list(data.get("warnings", [])), results=results, explain=explain,
+                   terms=terms or (explain.terms if explain else []))
 
 
 @dataclass
@@ -96,6 +143,82 @@ class IndexStatus:
     vectors: str | None = None        # "ok (N rows)" or what is wrong with the vectors file
     links: int = 0                    # [[wikilinks]] to notes
     unresolved_links: int = 0         # ... that point at no note
+    server: ServerState | None = None  # a resident face's own state (HTTP /status, MCP status)
+
+    def to_dict(self) -> dict:
+        data = asdict(replace(self, server=None))
+        del data["server"]
+        if self.server is not None:
+            data["server"] = self.server.to_dict()
+        return data
+
+
+@dataclass
+class ServerState:
+    """What a resident process (serve, mcp) adds to the status."""
+    started: float                    # time.time() at start
+    watching: bool
+    syncs: int
+    pending_changes: int
+    last_error: str | None
+    requests: int | None = None       # HTTP only: requests served so far
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        if data["requests"] is None:
+            del data["requests"]
+        return data
+
+
+@dataclass
+class Outlink:
+    line: int
+    target: str                       # as written: [[target#subpath|alias]]
+    subpath: str
+    alias: str
+    embed: bool                       # ![[...]]
+    kind: str                         # "note", "attachment", "self", ...
+    path: str | None                  # the note it resolves to; None: unresolved (or not a note)
+
+
+@dataclass
+class Backlink:
+    path: str                         # the note that links here
+    line: int
+    target: str
+    subpath: str
+    alias: str
+    embed: bool
+
+
+@dataclass
+class NoteLinks:
+    """A note's links (``links --json``, HTTP /links, MCP links)."""
+    path: str
+    outlinks: list[Outlink] = field(default_factory=list)
+    backlinks: list[Backlink] = field(default_factory=list)
+
+    @property
+    def unresolved(self) -> list[Outlink]:
+        """Links to a note that is not there."""
+        return [link for link in self.outlinks if link.kind == "note" and link.path is None]
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "outlinks": [asdict(o) for o in self.outlinks],
+                "backlinks": [asdict(b) for b in self.backlinks],
+                "unresolved": [asdict(o) for o in self.unresolved]}
+
+
+@dataclass(frozen=True)
+class TagCount:
+    tag: str
+    notes: int                        # notes carrying it or a tag nested under it
+
+
+@dataclass
+class TagCounts:
+    """Every tag, most used first (``tags --json``, HTTP /tags)."""
+    tags: list[TagCount] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

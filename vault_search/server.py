@@ -3,9 +3,8 @@
 Endpoints (GET with query parameters, or POST with a JSON body):
 
     /health                         {"ok": true, ...}
-    /search?query=...&mode=&limit=&tag=&tag=&path=&after=&before=&where=&where=
-            &exclude_stale=&recency_half_life=&related=&explain=&rerank=
-                                    the same JSON as `vault-search search --json`
+    /search?query=...&OPTION=...    the same JSON as `vault-search search --json`;
+                                    the options of ``SearchOptions`` (options.py)
     /get?path=...&start=&end=       {path, start_line, end_line, total_lines, text}
     /links?path=...                 outlinks, backlinks and unresolved links of a note
     /tags                           every tag with its note count
@@ -35,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 from indexer import __version__
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
 
+from .options import SearchOptions, read_int, read_text
 from .service import SearchService
 
 log = logging.getLogger("vault_search.server")
@@ -58,8 +59,6 @@ ALLOWED_METHODS = "GET, HEAD, POST"
 MAX_CONNECTIONS = 32
 REQUEST_DEADLINE_S = 5.0    # to send a whole request (line, headers, body), keep-alive idle time included
 RESPONSE_DEADLINE_S = 10.0  # to take the whole answer
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off", "")
 
 
 def is_loopback(host: str) -> bool:
@@ -84,12 +83,15 @@ def split_host(value: str) -> tuple[str, str | None]:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    server: VaultHTTPServer
     server_version = f"vault-search/{__version__}"
     protocol_version = "HTTP/1.1"
     timeout = REQUEST_DEADLINE_S  # per read; the server's deadlines bound the whole request
 
     def log_message(self, fmt, *args):  # quiet: one debug line per request
-        log.debug("%s %s", self.address_string(), fmt % args)
+        from .render import printable  # the request line is the client's text: never raw to a terminal
+
+        log.debug("%s %s", self.address_string(), printable(fmt % args))
 
     def handle_one_request(self):
         self.server.connections.waiting(self.connection)
@@ -206,68 +208,62 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     # -- endpoints --------------------------------------------------------
+    @property
+    def service(self) -> SearchService:
+        service = self.server.service
+        if service is None:   # bound, not started: no request is answered before ``start``
+            raise VaultSearchError("the server is starting")
+        return service
+
     def _health(self, params) -> dict:
-        return {"ok": True, "vault": str(self.server.service.config.vault), "pid": os.getpid(),
+        return {"ok": True, "vault": str(self.service.config.vault), "pid": os.getpid(),
                 "version": __version__}
 
     def _search(self, params) -> dict:
-        service = self.server.service
-        vault = _text(params, "vault")
+        service = self.service
+        vault = read_text(params, "vault")
         if vault is not None and vault != str(service.config.vault):
             raise WrongVaultError(f"this server serves {service.config.vault}, not {vault}")
-        tags = _str_list(params, "tag", "tags")
-        where = _str_list(params, "where")
-        half_life = _text(params, "recency_half_life")
-        try:
-            half_life = float(half_life) if half_life not in (None, "") else None
-        except ValueError:
-            raise UsageValueError("recency_half_life must be a number of days") from None
-        rerank = _flag(params, "rerank")
+        options = SearchOptions.from_params(params)
         settings = None
-        if rerank:
+        if options.rerank:
             from .rerank import RerankSettings
 
             # The endpoint and key come from the server's own configuration
             # only: a request never chooses where note text (or the key) goes.
             settings = RerankSettings.load(hint=" where the server runs (a request cannot name an endpoint)")
-        response = service.search(
-            _text(params, "query", "q") or "", mode=_text(params, "mode") or None,
-            limit=_int(params, "limit", 10), tags=tags, path=_text(params, "path") or None,
-            after=_text(params, "after") or None, before=_text(params, "before") or None,
-            explain=_flag(params, "explain"), rerank=rerank, rerank_settings=settings, where=where,
-            exclude_stale=_flag(params, "exclude_stale"), recency_half_life=half_life,
-            related=_flag(params, "related"))
-        return response.to_dict()
+        query = read_text(params, "query", "q") or ""
+        return service.search(query, options, rerank_settings=settings).to_dict()
 
     def _links(self, params) -> dict:
-        path = _text(params, "path")
+        path = read_text(params, "path")
         if not path:
             raise UsageValueError("links needs a path")
-        return self.server.service.links(path)
+        return self.service.links(path).to_dict()
 
     def _tags(self, params) -> dict:
-        return {"tags": [{"tag": t, "notes": n} for t, n in self.server.service.tags()]}
+        return self.service.tags().to_dict()
 
     def _get(self, params) -> dict:
-        path = _text(params, "path")
+        path = read_text(params, "path")
         if not path:
             raise UsageValueError("get needs a path")
-        start, end = _int(params, "start", None), _int(params, "end", None)
-        return self.server.service.get(path, start, end).to_dict()
+        start, end = read_int(params, "start", None), read_int(params, "end", None)
+        return self.service.get(path, start, end).to_dict()
 
     def _status(self, params) -> dict:
-        data = self.server.service.status()
-        data["server"]["requests"] = self.server.requests
-        return data
+        status = self.service.status()
+        if status.server is not None:
+            status = replace(status, server=replace(status.server, requests=self.server.requests))
+        return status.to_dict()
 
 
-LIST_PARAMS = ("tag", "tags", "where")
+LIST_PARAMS = SearchOptions.list_param_names()
 # Each endpoint and the parameters it takes (query string or JSON body); any
 # other parameter is a 400, so a misspelt one is never ignored. The README's
 # endpoint table is checked against this (tests/test_docs.py).
 ENDPOINTS: dict[str, tuple[str, ...]] = {
-    "/search": ("query", "q", "mode", "limit", "tag", "tags", "path", "after", "before", "where", "exclude_stale",
-                "recency_half_life", "related", "explain", "rerank", "vault"),
+    "/search": ("query", "q", *SearchOptions.param_names(), "vault"),
     "/get": ("path", "start", "end"),
     "/links": ("path",),
     "/tags": (),
@@ -276,60 +272,8 @@ ENDPOINTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _str_list(params: dict, *names) -> list[str]:
-    value = next((params[n] for n in names if n in params), [])
-    value = [value] if isinstance(value, str) else value
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise UsageValueError(f"{names[0]} must be a string or a list of strings")
-    return value
-
-
-def _one(params: dict, *names):
-    for name in names:
-        value = params.get(name)
-        if isinstance(value, list):
-            value = value[0] if value else None
-        if value is not None:
-            return value
-    return None
-
-
 class WrongVaultError(UsageValueError):
     """The client asked for another vault than this server's (409)."""
-
-
-def _text(params: dict, *names) -> str | None:
-    value = _one(params, *names)
-    if value is None:
-        return None
-    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise UsageValueError(f"{names[0]} must be text")
-    return str(value)
-
-
-def _int(params: dict, name: str, default):
-    value = _one(params, name)
-    if value in (None, ""):
-        return default
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise UsageValueError(f"{name} must be a whole number") from None
-    if not -10**9 < number < 10**9:
-        raise UsageValueError(f"{name} is out of range")
-    return number
-
-
-def _flag(params: dict, name: str) -> bool:
-    """true/false, 1/0, yes/no, on/off in any case (or JSON's own); anything else is refused."""
-    value = _one(params, name)
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
-        return value.strip().lower() in TRUE_WORDS
-    raise UsageValueError(f"{name} must be true or false (or 1/0, yes/no, on/off), got {str(value)[:40]!r}")
 
 
 def _cut(sock: socket.socket) -> None:
@@ -411,7 +355,7 @@ def own_addresses() -> set[str]:
     """This machine's name and its addresses, for a server bound to every interface."""
     names = {socket.gethostname().lower()}
     try:
-        names |= {info[4][0].lower() for info in socket.getaddrinfo(socket.gethostname(), None)}
+        names |= {str(info[4][0]).lower() for info in socket.getaddrinfo(socket.gethostname(), None)}
     except OSError:
         pass
     return names
@@ -445,7 +389,9 @@ class VaultHTTPServer(ThreadingHTTPServer):
         """Serve in a background thread and tell clients where (``server.json``)."""
         if service is not None:
             self.service = service
-        write_server_file(self.service.config.index_dir, self.server_address[0], self.server_port,
+        if self.service is None:
+            raise ValueError("VaultHTTPServer.start needs the SearchService to serve")
+        write_server_file(self.service.config.index_dir, str(self.server_address[0]), self.server_port,
                           self.service.config.vault)
         threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
         return self

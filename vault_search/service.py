@@ -1,6 +1,6 @@
 """One vault kept current and warm, for the resident faces (HTTP, MCP).
 
-A writer ``Index`` driven by the watcher (its own connection, its own
+An ``IndexWriter`` driven by the watcher (its own connection, its own
 embedder) and a reader ``Index`` that answers queries, so a query never
 waits for an embedding batch: readers see the last committed state (WAL).
 One lock guards the reader; a reranked search lets go of it while the LLM
@@ -15,25 +15,20 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from indexer.config import VaultConfig, load_config
-from indexer.errors import UsageValueError
-from indexer.store import db_path
 from indexer.watch import DEBOUNCE_S, RESCAN_INTERVAL_S, Watcher
+from indexer.writer import IndexWriter
 
-from .index import MAX_LIMIT, Index
-from .results import NoteText, SearchResponse
+from .index import Index
+from .options import SearchOptions
+from .results import IndexStatus, NoteLinks, NoteText, SearchResponse, ServerState, TagCounts
+
+if TYPE_CHECKING:
+    from .rerank import RerankSettings
 
 log = logging.getLogger("vault_search.service")
-
-LIMIT_ERROR = f"limit must be between 1 and {MAX_LIMIT}"   # the CLI's -n range, in words
-
-
-def check_limit(limit) -> int:
-    """The one limit rule of the resident faces (HTTP, MCP): 1..MAX_LIMIT or refused."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise UsageValueError(LIMIT_ERROR)
-    return limit
 
 
 class SearchService:
@@ -42,8 +37,7 @@ class SearchService:
                  embedder=None):
         self.config = config or load_config(vault, index_dir)
         self.started = time.time()
-        new_index = not db_path(self.config.index_dir).exists()
-        self.writer = Index.open(config=self.config, create=True, embedder=embedder)
+        self.writer = IndexWriter.open(self.config, create=True, embedder=embedder)
         # Keyword index first and at once, so queries work from the start;
         # embeddings follow in the watcher's thread.
         first = self.writer.sync(embed=False)
@@ -52,11 +46,8 @@ class SearchService:
         self._lock = threading.Lock()
         self.watcher = None
         if watch:
-            # A new index gets the default model, as `index` would give it; an
-            # index built with --no-embed stays keyword-only.
-            embed = self.writer.model_spec is not None or embedder is not None or new_index
-            self.watcher = Watcher(self.writer, self.config, interval=interval, debounce=debounce, embed=embed,
-                                   on_sync=self._logged)
+            self.watcher = Watcher(self.writer, self.config, interval=interval, debounce=debounce,
+                                   embed=self.writer.embeds_by_default(), on_sync=self._logged)
             self.watcher.start(initial_rescan=False)
 
     def _logged(self, report, paths) -> None:
@@ -66,16 +57,18 @@ class SearchService:
             log.info("%s: +%d ~%d -%d notes%s", what, report.added, report.updated, report.deleted,
                      f", {emb.embedded} chunks embedded, {emb.waiting} waiting" if emb else "")
 
-    def search(self, query: str, **options) -> SearchResponse:
-        check_limit(options.get("limit", 10))
-        if options.get("rerank"):
+    def search(self, query: str, options: SearchOptions | None = None, *,
+               rerank_settings: RerankSettings | None = None, **fields: Any) -> SearchResponse:
+        """``Index.search`` on the reader; the faces check the options (``SearchOptions.from_params``)."""
+        options = SearchOptions.of(options, **fields)
+        if options.rerank:
             from .rerank import RerankSettings
 
-            settings = options.get("rerank_settings") or RerankSettings.load()
-            options["rerank_settings"] = dataclasses.replace(settings, while_waiting=self._lock_released)
+            settings = rerank_settings or RerankSettings.load()
+            rerank_settings = dataclasses.replace(settings, while_waiting=self._lock_released)
         with self._lock:
             self.reader.refresh()
-            return self.reader.search(query, **options)
+            return self.reader.search(query, options, rerank_settings=rerank_settings)
 
     @contextmanager
     def _lock_released(self) -> Iterator[None]:
@@ -91,28 +84,26 @@ class SearchService:
         with self._lock:
             return self.reader.get(path, start, end)
 
-    def links(self, path: str) -> dict:
+    def links(self, path: str) -> NoteLinks:
         with self._lock:
             self.reader.refresh()
             return self.reader.links(path)
 
-    def tags(self) -> list[tuple[str, int]]:
+    def tags(self, limit: int | None = None) -> TagCounts:
         with self._lock:
             self.reader.refresh()
-            return self.reader.tags()
+            return self.reader.tags(limit)
 
-    def status(self) -> dict:
+    def status(self) -> IndexStatus:
+        """The reader's status, with this process's state as ``server``."""
         with self._lock:
             self.reader.refresh()
-            data = self.reader.status().to_dict()
-        data["server"] = {
-            "started": self.started,
-            "watching": self.watcher is not None,
-            "syncs": self.watcher.syncs if self.watcher else 0,
-            "pending_changes": len(self.watcher.changes) if self.watcher else 0,
-            "last_error": self.watcher.last_error if self.watcher else None,
-        }
-        return data
+            status = self.reader.status()
+        watcher = self.watcher
+        return dataclasses.replace(status, server=ServerState(
+            started=self.started, watching=watcher is not None, syncs=watcher.syncs if watcher else 0,
+            pending_changes=len(watcher.changes) if watcher else 0,
+            last_error=watcher.last_error if watcher else None))
 
     def close(self) -> None:
         if self.watcher is not None:

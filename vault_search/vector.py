@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 
-from indexer.store import get_meta
+from indexer.store import vectors_state
 from indexer.vectors import check_files, load_files, matrix_from_db
 
 from .keyword import ChunkHit
@@ -26,8 +25,7 @@ class VectorIndex:
 
     @classmethod
     def load(cls, conn: sqlite3.Connection, index_dir: Path, fingerprint: str, dim: int) -> "VectorIndex":
-        raw = get_meta(conn, "vectors")
-        state = json.loads(raw) if raw else None
+        state = vectors_state(conn)
         problem = None
         if state and state.get("fingerprint") != fingerprint:
             problem = "vectors file was built by another model"
@@ -65,7 +63,7 @@ def vector_hits(conn: sqlite3.Connection, pairs: list[tuple[int, float]]) -> lis
     if not pairs:
         return []
     ids = [cid for cid, _ in pairs]
-    note_of = {}
+    note_of: dict[int, int] = {}
     for i in range(0, len(ids), 900):
         part = ids[i:i + 900]
         note_of.update(conn.execute(

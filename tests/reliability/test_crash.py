@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CLI, SAMPLE_VAULT, copy_tree, write
 
 from vault_search import Index
-
-from conftest import CLI, SAMPLE_VAULT, copy_tree, write
 
 MODEL = "hash:64"
 WORDS_EN = ("index", "vector", "sqlite", "search", "note", "garden", "river", "engine", "kernel", "memory",

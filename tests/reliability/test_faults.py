@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import CLI, SAMPLE_VAULT, copy_tree, start_server, write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from indexer.chunk import chunk_note
 from indexer.parse import parse_note
-from vault_search import Index
-
-from conftest import CLI, SAMPLE_VAULT, copy_tree, start_server, write
 from reliability.test_crash import snapshot
+from vault_search import Index
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ADDED_SINCE_SCHEMA_5 = ("memory/trading-rules.md", "memory/deploy-checklist.md")

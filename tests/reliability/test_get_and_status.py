@@ -8,10 +8,10 @@ import shutil
 import urllib.error
 import urllib.request
 
+from conftest import start_server, write
+
 import indexer.vectors
 from vault_search import Index
-
-from conftest import start_server, write
 
 
 def http_get(port, path):

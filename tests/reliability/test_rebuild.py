@@ -4,24 +4,14 @@ leave the old index searchable and unchanged."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 
-from indexer import faults
+from conftest import SAMPLE_VAULT, copy_tree, write
+from conftest import run_cli as run
 
-from conftest import CLI, SAMPLE_VAULT, copy_tree, write
 from reliability.test_crash import snapshot
 
 MODEL = "hash:64"
-
-
-def run(vault, index, *args, fault=None):
-    env = {k: v for k, v in os.environ.items() if k != faults.ENV}
-    if fault:
-        env[faults.ENV] = fault
-    return subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), *args],
-                          capture_output=True, text=True, env=env, timeout=300)
 
 
 def hits(vault, index, query):
@@ -80,3 +70,22 @@ def test_killed_rebuild_keeps_the_old_index_and_the_next_rebuild_completes(tmp_p
     assert snapshot(index) == snapshot(clean)   # the rebuild kept the model, and equals a clean build
     ledger.record("crash", "SIGKILL during `index --rebuild` (FTS batch, embedding, swap)",
                   "the old index is unchanged and searchable; the next rebuild equals a clean build", tries=3)
+
+
+def test_a_second_rebuild_is_refused_while_one_runs(tmp_path, ledger):
+    from vault_search import Index
+
+    vault, index, before = prepared(tmp_path)
+    running = Index.open(vault, index, rebuild=True)   # a rebuild under way (not yet synced)
+    try:
+        r = run(vault, index, "index", "--rebuild")
+        assert r.returncode == 1 and "a rebuild of this index is already running" in r.stderr, r
+        assert (index / "rebuild").exists()   # the running one's files are untouched
+    finally:
+        running.close()
+    assert snapshot(index) == before
+    done = run(vault, index, "index", "--rebuild")
+    assert done.returncode == 0, done.stderr
+    assert hits(vault, index, "numbatlater") == ["Later.md"]
+    ledger.record("concurrency", "two `index --rebuild` at once",
+                  "the second is refused in one line; the first's files are untouched")

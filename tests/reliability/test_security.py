@@ -10,7 +10,6 @@ from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from conftest import CLI, start_server, write
 
 SECRET = "sk-test-SECRET-4f9a1c"

@@ -11,10 +11,9 @@ import socket
 from http.client import HTTPConnection
 
 import pytest
+from conftest import CLI, start_server
 
 from indexer import __version__
-
-from conftest import CLI, start_server
 
 LIMIT_ERROR = "limit must be between 1 and 1000"
 

@@ -22,10 +22,9 @@ from http.client import HTTPConnection
 from pathlib import Path
 
 import pytest
+from conftest import CLI, start_server, write
 
 from vault_search.server import MAX_CONNECTIONS, REQUEST_DEADLINE_S
-
-from conftest import CLI, start_server, write
 
 SLACK_S = 2.0          # scheduling on a loaded machine; the bounds themselves are budget + 1 s
 

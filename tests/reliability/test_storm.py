@@ -114,3 +114,30 @@ def test_index_equals_the_disk_within_seconds_after_a_storm(vault, index_dir, le
                   "lost events detected; a full rescan follows; the index equals the disk within 10 s")
     print(f"{writes} writes, {watcher.overflows} overflows, {watcher.storm_rescans} storm rescans, "
           f"settled {settled:.1f} s after the storm")
+
+
+def test_a_long_storm_of_lost_events_still_syncs_every_few_seconds():
+    """Overflows reported every second for 8 s: the first full rescan is not
+    put off until the storm ends (watch.MAX_DELAY_S bounds the wait)."""
+    import threading
+
+    from indexer.watch import MAX_DELAY_S, ChangeSet
+
+    changes = ChangeSet()
+    stop = threading.Event()
+
+    def report_lost_events():
+        while not stop.wait(0.5):
+            changes.add("storm/a.md")
+            changes.request_full()
+
+    thread = threading.Thread(target=report_lost_events)
+    thread.start()
+    try:
+        t0 = time.monotonic()
+        paths, full = changes.take(quiet=1.0, timeout=30)
+        waited = time.monotonic() - t0
+    finally:
+        stop.set()
+        thread.join()
+    assert full and waited < MAX_DELAY_S + 1.5, waited

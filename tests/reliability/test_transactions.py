@@ -20,14 +20,13 @@ import time
 import urllib.request
 
 import pytest
+from conftest import CLI, SAMPLE_VAULT, copy_tree, start_server, write
 
 from indexer import faults
 from indexer.errors import VaultSearchError
 from indexer.store import WRITE_TRANSACTIONS
-from vault_search import Index
-
-from conftest import CLI, SAMPLE_VAULT, copy_tree, start_server, write
 from reliability.test_crash import snapshot
+from vault_search import Index
 
 MODEL = "hash:64"
 ACTIONS = {"oserror": (OSError, 1), "interrupt": (KeyboardInterrupt, 130), "dberror": (VaultSearchError, 1)}

@@ -12,20 +12,11 @@ from __future__ import annotations
 
 import os
 import resource
-import subprocess
 
-from indexer import faults
+from conftest import run_cli as run
+from conftest import write
+
 from vault_search import Index
-
-from conftest import CLI, write
-
-
-def run(vault, index, *args, fault=None):
-    env = {k: v for k, v in os.environ.items() if k != faults.ENV}
-    if fault:
-        env[faults.ENV] = fault
-    return subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), *args],
-                          capture_output=True, text=True, env=env, timeout=300)
 
 
 def note_count(vault, index) -> int:
@@ -98,3 +89,22 @@ def test_file_descriptors_exhausted_during_a_rescan_delete_nothing(vault, index_
         idx.close()
     ledger.record("resources", "file descriptors exhausted during a rescan (EMFILE)",
                   "nothing deleted; the next rescan completes; a really deleted note still goes")
+
+
+def test_an_empty_vault_folder_deletes_nothing(vault, index_dir, tmp_path, ledger):
+    """An unmounted drive leaves an empty mount point behind."""
+    assert run(vault, index_dir, "index", "--no-embed").returncode == 0
+    notes = note_count(vault, index_dir)
+    away = tmp_path / "away"
+    away.mkdir()
+    for entry in list(vault.iterdir()):
+        entry.rename(away / entry.name)
+    r = run(vault, index_dir, "index", "--no-embed")
+    assert r.returncode == 0 and "the vault folder is empty" in r.stderr and "0 deleted" in r.stdout, r
+    assert note_count(vault, index_dir) == notes
+    for entry in list(away.iterdir()):
+        entry.rename(vault / entry.name)
+    r = run(vault, index_dir, "index", "--no-embed")
+    assert r.returncode == 0 and f"{notes} unchanged" in r.stdout, r.stdout
+    ledger.record("resources", "the vault folder empty (an unmounted drive)",
+                  "nothing deleted, a one-line warning; everything unchanged once it is back")

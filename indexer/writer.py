@@ -1,0 +1,424 @@
+"""The write path: how a saved note reaches the index.
+
+1. open      ``IndexWriter.open``: connect (create on a writer's first run),
+             check the schema and that the index serves this vault; with
+             ``rebuild``, a new index beside the live one, in ``rebuild/``.
+2. sync      ``IndexWriter.sync``: under the writer lock, follow an
+             ``index --rebuild`` another process made, migrate, choose the
+             embedder (``embedder_for_writing``: the model recorded in the
+             index, never another one), then ``indexer.sync.sync_vault``
+             writes the keyword index (scan, read and parse, dictionary, note
+             batches, finish).
+3. embed     ``indexer.vectors.embedding_pass``: embed the chunks that wait,
+             one committed batch at a time.
+4. publish   the same pass writes the matrix files and records them; a
+             completed rebuild is swapped in for the live index, a failed
+             one is discarded.
+
+Readers hold an ``IndexWriter`` too, for its connection and to follow what
+writers did (``refresh``); they never call ``sync``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from . import faults
+from .config import VaultConfig
+from .errors import VaultMismatchError, VaultSearchError
+from .segment import Segmenter
+from .store import (
+    check_schema,
+    connect,
+    db_path,
+    describe_db_error,
+    get_meta,
+    migrate,
+    set_meta,
+    transaction,
+    writer_lock,
+)
+from .sync import Progress, SyncReport, load_segmenter, sync_vault
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+
+REBUILD_DIR = "rebuild"   # `index --rebuild` builds here, beside the live index, and swaps in when done
+REBUILD_LOCK = "rebuild.lock"   # held by the one rebuild running
+Identity = tuple[int, int]   # (st_dev, st_ino) of the db file: a rebuild replaces the file
+
+
+class IndexWriter:
+    """One open index database, and everything that changes it.
+
+    ``generation`` grows whenever the data behind the connection may have
+    been replaced wholesale (another db file, a new matrix), so caches over
+    it (the query side's matrix) know to reload.
+    """
+
+    def __init__(self, config: VaultConfig, conn: sqlite3.Connection | None, embedder: Embedder | None = None):
+        self.config = config
+        # None only for an ``Index`` that reads vault files and never the db.
+        self.conn = cast(sqlite3.Connection, conn)
+        self.generation = 0
+        self.created = False   # this open made the db file: a new index
+        self._embedder = embedder
+        self._embedder_given = embedder is not None
+        self._segmenter: Segmenter | None = None
+        self._dictionary_size = 0
+        self._identity: Identity | None = None
+        self._rebuild_of: Path | None = None   # set while this is a rebuild of that folder's index
+        self._rebuild_lock = None   # the open rebuild.lock while this writer is a rebuild
+        self._previous_model: str | None = None
+
+    # -- 1. open -------------------------------------------------------------
+    @classmethod
+    def open(cls, config: VaultConfig, *, create: bool = False, rebuild: bool = False,
+             embedder: Embedder | None = None) -> IndexWriter:
+        """Open the index of ``config``; ``create`` for writers, ``rebuild`` to start afresh.
+
+        ``embedder``: used instead of the index's recorded model (tests pass a
+        deterministic one).
+        """
+        if rebuild:
+            return cls._open_rebuild(config, embedder)
+        created = not db_path(config.index_dir).exists()
+        conn = connect(db_path(config.index_dir), create=create)
+        writer = cls(config, conn, embedder)
+        writer.created = created
+        writer._identity = writer._file_identity()
+        try:
+            if not create:
+                check_schema(conn)
+            writer.check_vault()
+        except BaseException:
+            conn.close()
+            raise
+        return writer
+
+    @classmethod
+    def _open_rebuild(cls, config: VaultConfig, embedder: Embedder | None) -> IndexWriter:
+        """A new index built beside the live one (in ``rebuild/``), which the
+        first sync that completes swaps in: until then, and whenever the
+        rebuild fails or is interrupted, the old index keeps answering.
+        Without a ``model`` the rebuild keeps the old index's model."""
+        build = Path(config.index_dir) / REBUILD_DIR
+        # One rebuild at a time, held until it is swapped in or thrown away: a
+        # second one would delete the first's files, or have them swapped in half-built.
+        lock = _claim_rebuild(Path(config.index_dir))
+        try:
+            with writer_lock(build):
+                _remove_index_files(build)
+            writer = cls(replace(config, index_dir=build), connect(db_path(build), create=True), embedder)
+        except BaseException:
+            lock.close()
+            raise
+        writer._rebuild_lock = lock
+        writer._rebuild_of = Path(config.index_dir)
+        writer._previous_model = _recorded_model(config.index_dir)
+        writer._identity = writer._file_identity()
+        return writer
+
+    def check_vault(self) -> None:
+        """An index serves the vault it was built from, never another one."""
+        try:
+            recorded = get_meta(self.conn, "vault")
+        except sqlite3.OperationalError:  # a new, empty db
+            return
+        if recorded and recorded != str(self.config.vault):
+            raise VaultMismatchError(
+                f"the index at {self.config.index_dir} belongs to the vault {recorded}, not {self.config.vault}; "
+                "use another --index-dir (or unset VAULT_SEARCH_INDEX_DIR), or `vault-search index --rebuild`")
+
+    def close(self) -> None:
+        self.conn.close()
+        self._release_rebuild()
+
+    def _release_rebuild(self) -> None:
+        if self._rebuild_lock is not None:
+            self._rebuild_lock.close()   # closing the file releases its flock
+            self._rebuild_lock = None
+
+    def __enter__(self) -> IndexWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def model_spec(self) -> str | None:
+        """The embedding model this index was built with (None: keyword only)."""
+        return get_meta(self.conn, "embed_model")
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder passed to ``open``, else the index's model (loaded on
+        first use); None for a keyword-only index."""
+        if self._embedder is None:
+            spec = self.model_spec
+            if spec is None:
+                return None
+            from .embed import get_embedder
+
+            self._embedder = get_embedder(spec)
+        return self._embedder
+
+    @property
+    def segmenter(self) -> Segmenter:
+        """The segmenter with this index's dictionary (documents and queries alike)."""
+        if self._segmenter is None:
+            self._segmenter = load_segmenter(self.conn)
+            self._dictionary_size = len(self._segmenter.known_words())
+        return self._segmenter
+
+    def embeds_by_default(self) -> bool:
+        """Whether a resident writer (``watch``, ``serve``) embeds: a new index
+        gets the default model, as `index` would give it; an index built with
+        --no-embed stays keyword-only."""
+        return self.model_spec is not None or self._embedder_given or self.created
+
+    # -- 2. sync -------------------------------------------------------------
+    def sync(self, progress: Progress | None = None, force: bool = False, *, embed: bool = True,
+             model: str | None = None, embed_progress: Progress | None = None,
+             embed_limit: int | None = None, paths: list[str] | None = None) -> SyncReport:
+        """Bring the index up to date with the vault (incremental).
+
+        Keyword search sees the changes as soon as the FTS batches commit;
+        then, unless ``embed`` is false, chunks without a vector are embedded
+        (``model`` on a new index, else the index's own) and the matrix file
+        is rewritten. ``embed_limit`` stops after that many passages.
+        ``paths`` limits the keyword sync to those vault-relative files or
+        folders (a watcher's batch; ``[]``: embed only).
+        """
+        try:
+            with writer_lock(self.config.index_dir):
+                report = self._sync(progress, force, embed, model, embed_progress, embed_limit, paths)
+            if self._rebuild_of is not None:
+                self._swap_in()
+            return report
+        except sqlite3.DatabaseError as exc:
+            error = describe_db_error(exc, self.config.index_dir)
+            if self._rebuild_of is not None:
+                self._discard_rebuild()
+            raise error from None
+        except BaseException:
+            if self._rebuild_of is not None:
+                self._discard_rebuild()
+            raise
+
+    def _sync(self, progress: Progress | None, force: bool, embed: bool, model: str | None,
+              embed_progress: Progress | None, embed_limit: int | None, paths: list[str] | None) -> SyncReport:
+        if self._follow_writers():
+            paths = None  # everything, into the new file
+        migrate(self.conn)
+        self.check_vault()  # another writer may have rebuilt it for another vault meanwhile
+        embedder = self._embedder_for_sync(embed, model)
+        if paths is not None and not paths:
+            report = SyncReport()
+        else:
+            report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force,
+                                paths=paths, token_counter=embedder.token_counter() if embedder else None)
+        if embed:
+            from .vectors import embedding_pass
+
+            # `embed` always chose an embedder (_embedder_for_sync).
+            report.embedding = embedding_pass(self.conn, self.config.index_dir, cast("Embedder", embedder),
+                                              embed_progress, embed_limit)
+            self.generation += 1
+        return report
+
+    def _follow_writers(self) -> bool:
+        """A long-lived writer (the watcher) follows an `index --rebuild` made
+        by another process instead of writing into the deleted file; True
+        when it switched to the new file."""
+        identity = self._file_identity()
+        if self._identity is None:
+            self._identity = identity
+            return False
+        if identity == self._identity:
+            return False
+        self._switch_to(connect(db_path(self.config.index_dir), create=True), self._file_identity())
+        return True
+
+    def _embedder_for_sync(self, embed: bool, model: str | None) -> Embedder | None:
+        """The embedder that sizes the chunks and, with ``embed``, embeds them."""
+        model = model or (self._previous_model if self._rebuild_of is not None else None)
+        if embed or model:
+            # `index --no-embed --model X` on a new index records X: the
+            # chunks are sized for it and the next `index` embeds with it.
+            return self.embedder_for_writing(model)
+        if self.model_spec:
+            return self.embedder  # chunks stay sized for the index's model
+        return None
+
+    def embedder_for_writing(self, model: str | None) -> Embedder:
+        """The index's recorded model (refusing another one, with the rebuild
+        hint), else ``model``, else the default; recorded in the index."""
+        from .embed import DEFAULT_MODEL, EmbedderError, get_embedder
+
+        recorded = self.model_spec
+        requested = model or (self._embedder.spec if self._embedder is not None else None)
+        if recorded and requested and requested != recorded:
+            raise EmbedderError(f"this index was built with --model {recorded}; to switch models run "
+                                f"`vault-search index --rebuild --model {requested}`")
+        spec = recorded or requested or DEFAULT_MODEL
+        if self._embedder is None or self._embedder.spec != spec:
+            self._embedder = get_embedder(spec)
+        with transaction(self.conn, "model"):
+            set_meta(self.conn, "embed_model", spec)
+            set_meta(self.conn, "embed_fingerprint", self._embedder.fingerprint)
+        return self._embedder
+
+    # -- 4. publish a rebuild ------------------------------------------------
+    def _swap_in(self) -> None:
+        """Replace the live index with the completed rebuild (``_move_over``)."""
+        live, build = cast(Path, self._rebuild_of), Path(self.config.index_dir)
+        faults.point("swap")
+        with writer_lock(live):
+            _move_over(self.conn, build, live)
+        self._rebuild_of = None
+        self.config = replace(self.config, index_dir=live)
+        self.conn = connect(db_path(live))
+        self._identity = self._file_identity()
+        self.generation += 1
+        shutil.rmtree(build, ignore_errors=True)
+        self._release_rebuild()
+
+    def _discard_rebuild(self) -> None:
+        """A failed or interrupted rebuild leaves nothing behind but the old index."""
+        live = cast(Path, self._rebuild_of)
+        self.conn.close()
+        shutil.rmtree(Path(self.config.index_dir), ignore_errors=True)
+        self.config = replace(self.config, index_dir=live)
+        self.conn = connect(db_path(live), create=True)
+        self._rebuild_of = None
+        self._identity = self._file_identity()
+        self.generation += 1
+        self._release_rebuild()
+
+    # -- readers: follow what writers did ------------------------------------
+    def refresh(self) -> None:
+        """For long-lived readers (the server): follow what writers did.
+
+        Reopens the database if ``index --rebuild`` replaced the file, and
+        teaches the query segmenter the vault names a sync added to the
+        dictionary, so queries keep segmenting like the documents.
+        """
+        identity = self._file_identity()
+        if self._identity is None:
+            self._identity = identity
+        elif identity is not None and identity != self._identity:
+            # `index --rebuild` made a new file: switch once its first sync
+            # has committed; until then the old file (still open) answers.
+            try:
+                fresh = connect(db_path(self.config.index_dir))
+                check_schema(fresh)
+                ready = get_meta(fresh, "last_sync") is not None
+            except (VaultSearchError, sqlite3.DatabaseError):
+                return
+            if not ready:
+                fresh.close()
+                return
+            self._switch_to(fresh, identity)
+            return
+        if self._segmenter is not None:
+            count = self.conn.execute("SELECT count(*) FROM dictionary").fetchone()[0]
+            if count != self._dictionary_size:
+                words = dict(self.conn.execute("SELECT word, freq FROM dictionary"))
+                self._segmenter.learn(words)
+                self._dictionary_size = count
+
+    def _file_identity(self) -> Identity | None:
+        try:
+            st = os.stat(db_path(self.config.index_dir))
+            return st.st_dev, st.st_ino
+        except OSError:
+            return None
+
+    def _switch_to(self, conn: sqlite3.Connection, identity: Identity | None) -> None:
+        self.conn.close()
+        self.conn = conn
+        self._identity = identity
+        self._segmenter = None
+        self.generation += 1
+        if not self._embedder_given:
+            self._embedder = None  # a rebuild may have chosen another model
+
+
+def _move_over(conn: sqlite3.Connection, build: Path, live: Path) -> None:
+    """Move a completed rebuild's files over the live index's, closing
+    ``conn`` (the rebuild's): the db first (fully checkpointed, so no WAL
+    travels with it; the old WAL and shared-memory files go before it
+    arrives, so they are never applied to it), then the matrix files, which
+    the db's digests check anyway."""
+    from .vectors import IDS_FILE, VECTORS_FILE
+
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    target = db_path(live)
+    for suffix in ("-wal", "-shm"):
+        _remove(f"{target}{suffix}")
+    os.replace(db_path(build), target)
+    for name in (IDS_FILE, VECTORS_FILE):
+        if (build / name).exists():
+            os.replace(build / name, live / name)
+        else:
+            _remove(live / name)
+
+
+def _claim_rebuild(live: Path):
+    """``rebuild.lock`` of the live index, locked, or a one-line refusal."""
+    import fcntl
+
+    live.mkdir(parents=True, exist_ok=True)
+    fh = open(live / REBUILD_LOCK, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "?"
+        fh.close()
+        raise VaultSearchError(f"a rebuild of this index is already running (pid {holder}); "
+                               "wait for it to finish, or stop it") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
+
+
+def _remove(path: str | os.PathLike) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise VaultSearchError(f"cannot remove {path}: {exc.strerror}") from None
+
+
+def _remove_index_files(folder: Path) -> None:
+    from .vectors import IDS_FILE, VECTORS_FILE
+
+    path = db_path(folder)
+    for name in (f"{path}", f"{path}-wal", f"{path}-shm", folder / IDS_FILE, folder / VECTORS_FILE):
+        _remove(name)
+
+
+def _recorded_model(index_dir: str | os.PathLike) -> str | None:
+    """The model an existing (maybe damaged) index was built with, if it can be read."""
+    path = db_path(Path(index_dir))
+    if not path.exists():
+        return None
+    try:
+        conn = connect(path, readonly=True)
+        try:
+            return get_meta(conn, "embed_model")
+        finally:
+            conn.close()
+    except (VaultSearchError, sqlite3.DatabaseError):
+        return None

@@ -1,0 +1,83 @@
+"""The query path's stages called one by one (vault_search/search.py), and
+the one options object every face reads its parameters into."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+
+import pytest
+
+from indexer.errors import UsageValueError
+from vault_search import Index
+from vault_search.filters import SearchFilters
+from vault_search.fusion import Fused
+from vault_search.options import SearchOptions
+from vault_search.query import fts_query
+from vault_search.search import note_depth, put_first, recency, retriever_lists, run
+
+NOW = dt.datetime(2026, 12, 1, 12, 0)
+
+
+def test_recency_halves_a_score_per_half_life_at_the_given_time():
+    fused = [Fused(1, 1.0, 10), Fused(2, 0.9, 20), Fused(3, 0.8, 30)]
+    dates = {10: "2026-11-01", 20: "2026-12-01T12:00", 30: "not a date"}
+    out, factors = recency(fused, dates, 30, NOW)
+    assert [f.note_id for f in out] == [2, 3, 1]          # re-sorted by the boosted score
+    assert factors[1] == ("2026-11-01", pytest.approx(0.5))
+    assert factors[2] == ("2026-12-01T12:00", 1.0) and 3 not in factors
+    assert [f.score for f in fused] == [1.0, 0.9, 0.8]     # the input is left as it was
+
+
+def test_put_first_adds_the_named_note_on_top_without_changing_its_input():
+    fused = [Fused(1, 0.5, 10), Fused(2, 0.4, 20)]
+    out = put_first(fused, [(2, "title"), (3, "alias"), (4, "file")], {3: 30})
+    assert [(f.note_id, f.score, f.name_match) for f in out] == [
+        (2, 0.5, "title"), (3, 0.5, "alias"), (1, 0.5, None)]
+    assert fused[1].name_match is None and fused[1].score == 0.4
+
+
+def test_note_depth_looks_deeper_only_when_fusing():
+    assert note_depth("hybrid", 10) == 100 and note_depth("hybrid", 10, depth=20) == 20
+    assert note_depth("hybrid", 500) == 500 and note_depth("fts", 10) == 10
+
+
+def test_retriever_lists_are_what_run_fuses(vault, index_dir):
+    with Index.open(vault, index_dir, create=True) as idx:
+        idx.sync(embed=False)
+        fq = fts_query("数据库 索引", idx.segmenter)
+        lists, warnings = retriever_lists(idx, "数据库 索引", fq, SearchFilters(), "fts", 5)
+        response = run(idx, "数据库 索引", SearchOptions(mode="fts", limit=5, explain=True), now=NOW)
+    assert set(lists) == {"fts"} and not warnings
+    assert [h.rank for h in lists["fts"]] == sorted(h.rank for h in lists["fts"])
+    assert [r.fts_rank for r in response.explain.ranks] == list(range(1, len(lists["fts"]) + 1))
+
+
+def test_options_from_request_parameters():
+    options = SearchOptions.from_params({"q": "x", "mode": "fts", "limit": "7", "tag": ["a", "b"],
+                                         "where": "type=feedback", "exclude_stale": "Yes", "related": True,
+                                         "recency_half_life": "30", "explain": 0})
+    assert options == SearchOptions(mode="fts", limit=7, tags=["a", "b"], where=["type=feedback"],
+                                    exclude_stale=True, related=True, recency_half_life=30.0)
+    assert SearchOptions.from_params({}) == SearchOptions(tags=[], where=[])
+    for params, message in [({"limit": "0"}, "limit must be between 1 and 1000"),
+                            ({"limit": "ten"}, "limit must be a whole number"),
+                            ({"related": "maybe"}, "related must be true or false"),
+                            ({"recency_half_life": "soon"}, "recency_half_life must be a number of days"),
+                            ({"tags": [1]}, "tag must be a string or a list of strings")]:
+        with pytest.raises(UsageValueError, match=message):
+            SearchOptions.from_params(params)
+
+
+def test_options_round_trip_through_what_the_thin_client_sends():
+    options = SearchOptions(mode="vector", limit=3, tags=("x",), where=("k=v",), related=True, explain=True,
+                            recency_half_life=2.5, after="2026-01-01")
+    sent = {k: v for k, v in options.to_params().items() if v not in (None, False, "", [])}
+    assert SearchOptions.from_params(sent) == SearchOptions(**{**vars(options), "tags": ["x"], "where": ["k=v"]})
+
+
+def test_every_option_is_a_request_parameter_and_an_mcp_parameter():
+    names = {p.name for p in SearchOptions.tool_parameters()}
+    assert names == {name for name, _, _ in SearchOptions.params()} - {"explain"}
+    assert {"tag", "tags"} <= set(SearchOptions.param_names())
+    assert all(p.default is not inspect.Parameter.empty for p in SearchOptions.tool_parameters())

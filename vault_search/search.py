@@ -1,0 +1,475 @@
+"""The query path: one search, top to bottom.
+
+    response = run(index, "数据库 索引", SearchOptions(limit=5))
+
+``run`` calls these stages in this order; each is a function of its inputs
+that can be called (and tested) alone. Stages 1-7 run inside one read
+transaction, so every query of a search sees the same committed state of
+the index, whatever a writer does meanwhile.
+
+1. segment       ``prepare`` cleans the text, checks the options and builds
+                 the filters; ``query.fts_query`` segments the text the way
+                 the notes were segmented.
+2. keyword list  ``keyword_list``: BM25 over FTS5, the best chunk of each note.
+3. vector list   ``vector_list``: the chunks nearest the query's embedding.
+                 (``retriever_lists`` runs 2 and 3 for a mode; the fusion
+                 tuner calls it too.)
+4. fuse          ``fuse``: weighted reciprocal-rank fusion (fusion.py), the
+                 keyword list's weight scaled by how many query words the
+                 index knows.
+5. names         ``name_matches`` + ``put_first``: a query that is exactly a
+                 note's title, alias or file name ranks that note first.
+6. boosts        ``recency``: scores times 0.5 ** (age / half-life), the age
+                 taken at ``now`` (``--recency-half-life``).
+7. rows          ``result_rows``: each note's chunk as a ``SearchResult``,
+                 with its snippet.
+8. rerank        ``rerank``: an LLM judges the head (``--rerank``), outside the
+                 transaction since it may take seconds; any failure keeps the
+                 fused order and adds a warning.
+9. related       ``related``: notes one link away from the top hits.
+10. explain      ``explain``: each result's ranks and scores (``--explain``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from indexer.config import VaultConfig
+from indexer.errors import UsageValueError
+from indexer.store import describe_db_error, name_key
+
+from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
+from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
+from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits, term_coverage
+from .options import MAX_LIMIT, MODES, SearchOptions, UnsupportedModeError
+from .query import MAX_QUERY_CHARS, FtsQuery, fts_query
+from .results import Explain, ExplainRank, Scores, SearchResponse, SearchResult
+from .snippet import make_snippet
+
+if TYPE_CHECKING:
+    from .index import Index
+    from .rerank import Candidate, RerankSettings
+
+QUERY_VECTOR_CACHE = 256     # distinct recent queries whose embedding is kept
+MAX_NAME_QUERY_CHARS = 200   # longer queries are sentences, never a note's name
+MAX_NAME_MATCHES = 5
+RELATED_FROM = 3     # --related follows the links of this many top hits
+RELATED_LIMIT = 5    # ... and adds at most this many notes
+# Base weights of the two lists in the hybrid; the keyword weight is further
+# scaled by query-word coverage (fusion.keyword_weight).
+DEFAULT_WEIGHTS = {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
+
+Pair = tuple[Fused, SearchResult]   # a result and how it was ranked
+
+
+def run(index: Index, query: str, options: SearchOptions | None = None,
+        rerank_settings: RerankSettings | None = None, *, now: dt.datetime | None = None) -> SearchResponse:
+    """Search ``index`` (the stages above). ``rerank_settings``: the judge's
+    endpoint (default: the environment's); ``now``: the time recency is measured at."""
+    t0 = time.perf_counter()
+    options = options or SearchOptions()
+    query, limit, filters = prepare(query, options, index.config)
+    settings = None
+    if options.rerank:
+        from .rerank import RerankSettings
+
+        settings = rerank_settings or RerankSettings.load()
+    conn = index.conn
+    try:
+        conn.execute("BEGIN")   # stages 1-7 read one snapshot, whatever a writer commits meanwhile
+        try:
+            mode = resolve_mode(options.mode, index.has_vectors())
+            fq = fts_query(query, index.segmenter)
+            lists, warnings = retriever_lists(index, query, fq, filters, mode,
+                                              note_depth(mode, limit, options.depth))
+            fusion = fuse(conn, lists, fq.terms, mode, options)
+            named = name_matches(conn, query, filters)
+            fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named]))
+            ages: dict[int, tuple[str, float]] = {}
+            if options.recency_half_life:
+                fused, ages = recency(fused, chunk_dates(conn, fused), options.recency_half_life,
+                                      now or dt.datetime.now())
+            keep = max(limit, settings.top_n) if settings else limit
+            pairs = result_rows(conn, index.config, fused[:keep], fq.terms, mode)
+            candidates = rerank_candidates(conn, pairs[:settings.top_n]) if settings else []
+            named_paths = {p: kind for n, kind in named if (p := path_of(conn, n))} if options.explain else {}
+        finally:
+            conn.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        raise describe_db_error(exc, index.config.index_dir) from None
+    warnings = [*fq.warnings, *warnings]
+    if settings:
+        pairs, problem = rerank(query, pairs, candidates, settings, conn)
+        warnings += [problem] if problem else []
+    pairs = pairs[:limit]
+    results = [r for _, r in pairs]
+    if options.related and results:
+        results += related(conn, index.config, results, filters, fq.terms)
+    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs) if options.explain else None
+    return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
+                          warnings=warnings, results=results, explain=trace, terms=fq.terms)
+
+
+def prepare(query: str, options: SearchOptions, config: VaultConfig) -> tuple[str, int, SearchFilters]:
+    """Stage 1: the query text made printable, the limit within 1..MAX_LIMIT, and the
+    filters; a bad mode, filter or half-life is a ``UsageValueError``."""
+    query = clean_text(query or "")
+    if options.mode is not None and options.mode not in MODES:
+        raise UnsupportedModeError(f"unknown mode {options.mode!r}; use one of {', '.join(MODES)}")
+    limit = max(1, min(int(options.limit), MAX_LIMIT))
+    filters = SearchFilters.build(options.tags, options.path, options.after, options.before, options.where,
+                                  Staleness.from_config(config) if options.exclude_stale else None)
+    half_life = options.recency_half_life
+    if half_life is not None and not half_life > 0:
+        raise UsageValueError(f"--recency-half-life must be a positive number of days, got {half_life}")
+    return query, limit, filters
+
+
+def resolve_mode(mode: str | None, has_vectors: bool) -> str:
+    """The mode asked for, else hybrid when the index has vectors, else fts."""
+    mode = mode or ("hybrid" if has_vectors else "fts")
+    if mode != "fts" and not has_vectors:
+        raise UnsupportedModeError(
+            f"--mode {mode} needs embeddings, which this index does not have; "
+            "run `vault-search index` (without --no-embed), or use --mode fts")
+    return mode
+
+
+def note_depth(mode: str, limit: int, depth: int | None = None) -> int:
+    """Notes each retriever lists: the hybrid fuses deeper lists than the page."""
+    return max(limit, depth or FUSION_DEPTH) if mode == "hybrid" else limit
+
+
+def _chunk_depth(notes: int) -> int:
+    return max(MIN_CHUNK_DEPTH, notes * CHUNKS_PER_RESULT)
+
+
+def keyword_list(conn: sqlite3.Connection, fq: FtsQuery, filters: SearchFilters, depth: int) -> list[ChunkHit]:
+    """Stage 2: the ``depth`` best notes by BM25, each by its best chunk."""
+    return best_per_note(keyword_hits(conn, fq.match, filters, _chunk_depth(depth)), depth)
+
+
+def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) -> tuple[list[ChunkHit], str | None]:
+    """Stage 3: the ``depth`` notes nearest the query's embedding, each by its best
+    chunk, and a warning when the matrix file could not be used."""
+    from .vector import allowed_chunk_ids, vector_hits
+
+    vectors = index.vectors()
+    warning = None
+    if vectors.problem:
+        warning = f"{vectors.problem}; searched the database copy (run `vault-search index` to repair)"
+    allowed = None
+    if filters:
+        where, params = filters.sql()
+        allowed = allowed_chunk_ids(index.conn, where, params)
+    qvec = query_vector(index.embedder, query[:MAX_QUERY_CHARS])
+    pairs = vectors.top_chunks(qvec, _chunk_depth(depth), allowed)
+    return best_per_note(vector_hits(index.conn, pairs), depth), warning
+
+
+def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str,
+                    depth: int) -> tuple[dict[str, list[ChunkHit]], list[str]]:
+    """Stages 2 and 3: each retriever's list for ``mode`` ("fts", "vector"), and warnings."""
+    lists: dict[str, list[ChunkHit]] = {}
+    warnings = []
+    if mode in ("fts", "hybrid"):
+        lists["fts"] = keyword_list(index.conn, fq, filters, depth)
+    if mode in ("vector", "hybrid") and fq.terms:
+        lists["vector"], warning = vector_list(index, query, filters, depth)
+        warnings += [warning] if warning else []
+    return lists, warnings
+
+
+_query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_query_vectors_lock = threading.Lock()
+
+
+def query_vector(embedder: Any, text: str) -> Any:
+    """The query's embedding, remembered (per process, by model) for the last
+    few distinct queries: an agent or a page repeats queries, and a benchmark
+    asks the same one in vector and hybrid mode; the model costs most of a
+    warm query."""
+    key = (embedder.fingerprint, text)
+    with _query_vectors_lock:
+        if key in _query_vectors:
+            _query_vectors.move_to_end(key)
+            return _query_vectors[key]
+    vector = embedder.embed_query(text)
+    with _query_vectors_lock:
+        _query_vectors[key] = vector
+        if len(_query_vectors) > QUERY_VECTOR_CACHE:
+            _query_vectors.popitem(last=False)
+    return vector
+
+
+@dataclass(frozen=True)
+class Fusion:
+    fused: list[Fused]            # best first
+    weights: dict[str, float]     # the weights used
+    coverage: float | None        # hybrid: the share of the query's words the index knows
+
+
+def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
+         options: SearchOptions) -> Fusion:
+    """Stage 4: weighted RRF of the lists; in the hybrid, unless the keyword weight is
+    given, it is scaled by the query's word coverage (fusion.keyword_weight)."""
+    weights = {**DEFAULT_WEIGHTS, **(options.weights or {})}
+    coverage = None
+    if mode == "hybrid" and not (options.weights and "fts" in options.weights):
+        coverage = term_coverage(conn, terms)
+        weights["fts"] = keyword_weight(coverage, weights["fts"])
+    return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage)
+
+
+def name_matches(conn: sqlite3.Connection, query: str, filters: SearchFilters) -> list[tuple[int, str]]:
+    """Stage 5: (note id, "title" | "alias" | "file") of the notes whose name is exactly
+    the query: title matches first, then aliases, then file names; only
+    notes passing the filters."""
+    key = name_key(query)
+    if not key or len(key) > MAX_NAME_QUERY_CHARS:
+        return []
+    where, params = filters.sql()
+    rows = conn.execute(
+        f"""SELECT DISTINCT nm.note_id, nm.kind FROM names nm JOIN notes n ON n.id = nm.note_id
+            JOIN chunks c ON c.note_id = n.id
+            WHERE nm.key = ? AND {where}""", [key, *params]).fetchall()
+    order = {"title": 0, "alias": 1, "file": 2}
+    best: dict[int, str] = {}
+    for note_id, kind in rows:
+        if note_id not in best or order[kind] < order[best[note_id]]:
+            best[note_id] = kind
+    return sorted(best.items(), key=lambda item: (order[item[1]], item[0]))[:MAX_NAME_MATCHES]
+
+
+def first_chunks(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, int]:
+    """note id -> its first chunk's id."""
+    if not note_ids:
+        return {}
+    marks = ",".join("?" * len(note_ids))
+    return dict(conn.execute(
+        f"SELECT note_id, min(id) FROM chunks WHERE note_id IN ({marks}) GROUP BY note_id", note_ids))
+
+
+def put_first(fused: list[Fused], named: list[tuple[int, str]], first_chunks: dict[int, int]) -> list[Fused]:
+    """``fused`` with the notes named by the query moved (or added) to the
+    front, scored as the best result, so scores still descend."""
+    if not named:
+        return fused
+    by_note = {f.note_id: f for f in fused}
+    top_score = fused[0].score if fused else 1.0
+    front = []
+    for note_id, kind in named:
+        f = by_note.pop(note_id, None)
+        if f is None:
+            if note_id not in first_chunks:
+                continue  # an empty note: nothing to show
+            f = Fused(note_id, 0.0, first_chunks[note_id])
+        front.append(replace(f, score=max(f.score, top_score), name_match=kind))
+    return front + [f for f in fused if f.note_id in by_note]
+
+
+def chunk_dates(conn: sqlite3.Connection, fused: list[Fused]) -> dict[int, str]:
+    """chunk id -> the date its age counts from: a daily-log entry's time,
+    else the note's frontmatter date, else its file's mtime."""
+    ids = [f.chunk_id for f in fused]
+    if not ids:
+        return {}
+    return dict(conn.execute(
+        f"SELECT c.id, {CHUNK_DATE_SQL} FROM chunks c JOIN notes n ON n.id = c.note_id "
+        f"WHERE c.id IN ({','.join('?' * len(ids))})", ids))
+
+
+def recency(fused: list[Fused], dates: dict[int, str], half_life: float,
+            now: dt.datetime) -> tuple[list[Fused], dict[int, tuple[str, float]]]:
+    """Stage 6: each score times 0.5 ** (age in days at ``now`` / ``half_life``),
+    re-sorted (name matches stay first); and note id -> (date, factor) of
+    the results that have a date."""
+    out, factors = [], {}
+    for f in fused:
+        date = dates.get(f.chunk_id)
+        when = _parsed_date(date) if date else None
+        if date is None or when is None:
+            out.append(f)
+            continue
+        age_days = max((now - when).total_seconds() / 86400, 0.0)
+        factor = 0.5 ** (age_days / half_life)
+        out.append(replace(f, score=f.score * factor))
+        factors[f.note_id] = (date, factor)
+    return sorted(out, key=lambda f: (f.name_match is None, -f.score)), factors
+
+
+def _parsed_date(date: str) -> dt.datetime | None:
+    """A date (noon that day) or date and time; None when it is neither."""
+    try:
+        return dt.datetime.fromisoformat(date if "T" in date else date + "T12:00")
+    except ValueError:
+        return None
+
+
+def chunk_rows(conn: sqlite3.Connection, config: VaultConfig, ids: list[int]) -> dict[int, tuple]:
+    """chunk id -> (path, title, tags, heading, start, end, text, stale, date)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    stale_sql, stale_params = Staleness.from_config(config).sql()
+    return {r[0]: r[1:] for r in conn.execute(
+        f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text,
+                   coalesce({stale_sql}, 0), coalesce(c.at, n.date)
+            FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", [*stale_params, *ids])}
+
+
+def result_rows(conn: sqlite3.Connection, config: VaultConfig, fused: list[Fused], terms: list[str],
+                mode: str) -> list[Pair]:
+    """Stage 7: each fused note as a result (its chunk, snippet and scores)."""
+    rows = chunk_rows(conn, config, [f.chunk_id for f in fused])
+    out = []
+    for f in fused:
+        if f.chunk_id not in rows:
+            continue  # cannot happen inside one snapshot; never fail a search over it
+        scores = Scores(fts=_round(f.scores.get("fts")), vector=_round(f.scores.get("vector")))
+        # A name match outranks the list it was put on top of: its own
+        # retriever score may be lower than the next result's.
+        score = {"fts": scores.fts, "vector": scores.vector}.get(mode)
+        if score is None:
+            score = _sig6(f.score)
+        out.append((f, make_result(rows[f.chunk_id], terms, score, scores, config.vault_name)))
+    return out
+
+
+def make_result(row: tuple, terms: list[str], score: float, scores: Scores, vault_name: str,
+                **extra: Any) -> SearchResult:
+    """A ``chunk_rows`` row as a result."""
+    path, title, tags, heading, start, end, text, stale, date = row
+    return SearchResult(
+        path=path, title=title, heading=heading, start_line=start, end_line=end,
+        snippet=make_snippet(without_heading_line(text), terms), score=score, scores=scores,
+        tags=json.loads(tags), stale=bool(stale), uri=obsidian_uri(vault_name, path), date=date, **extra)
+
+
+def without_heading_line(text: str) -> str:
+    """The heading is its own field; the snippet shows what is under it."""
+    if text.startswith("#"):
+        first, _, rest = text.partition("\n")
+        if rest.strip() and first.lstrip("#").startswith((" ", "\t")):
+            return rest
+    return text
+
+
+def obsidian_uri(vault_name: str, path: str) -> str:
+    return f"obsidian://open?vault={quote(vault_name, safe='')}&file={quote(path, safe='')}"
+
+
+def path_of(conn: sqlite3.Connection, note_id: int) -> str | None:
+    row = conn.execute("SELECT path FROM notes WHERE id = ?", (note_id,)).fetchone()
+    return row[0] if row else None
+
+
+def _sig6(value: float) -> float:
+    """Six significant digits: BM25 scores of very common words are tiny
+    (FTS5 floors their IDF), and rounding to decimals would show 0."""
+    return float(f"{value:.6g}")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else _sig6(value)
+
+
+def rerank_candidates(conn: sqlite3.Connection, pairs: list[Pair]) -> list[Candidate]:
+    """The judge's view of the head: each chunk's title, heading and text (ids c1, c2, ...)."""
+    from .rerank import Candidate
+
+    ids = [f.chunk_id for f, _ in pairs]
+    rows = {r[0]: r[1:] for r in conn.execute(
+        f"SELECT c.id, c.hash, n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id "
+        f"WHERE c.id IN ({','.join('?' * len(ids))})", ids)}
+    return [Candidate(f"c{i}", *rows[f.chunk_id]) for i, (f, _) in enumerate(pairs, 1) if f.chunk_id in rows]
+
+
+def rerank(query: str, pairs: list[Pair], candidates: list[Candidate], settings: RerankSettings,
+           conn: sqlite3.Connection | None = None) -> tuple[list[Pair], str | None]:
+    """Stage 8: the judged head of ``pairs`` reordered by the blend of fused position
+    and judge (``conn``: the judge's score cache), and why not, on a failure."""
+    from .rerank import Reranker, blend
+
+    top = pairs[:settings.top_n]
+    if not top:
+        return pairs, None
+    scores, problem = Reranker(settings, conn).judge(query, candidates)
+    if problem or scores is None:
+        return pairs, problem
+    judged: list[tuple[float, Pair]] = []
+    for i, (f, result) in enumerate(top, 1):
+        score = scores.get(f"c{i}")
+        blended = blend(i, len(top), score if score is not None else 0.0)
+        judged.append((blended, (replace(f, rerank=score, blended=blended),
+                                 replace(result, score=_sig6(blended), scores=replace(
+                                     result.scores, rerank=None if score is None else _sig6(score / 10))))))
+    ordered = [pair for _, pair in sorted(judged, key=lambda item: -item[0])]   # stable on ties
+    return ordered + pairs[len(top):], None
+
+
+def related(conn: sqlite3.Connection, config: VaultConfig, hits: list[SearchResult], filters: SearchFilters,
+            terms: list[str]) -> list[SearchResult]:
+    """Stage 9: notes one link away (out or back) from the top hits, not hits
+    themselves, in the order of the hit they connect to, then by how many
+    of the top hits they connect to; marked ``related``."""
+    top = [h.path for h in hits[:RELATED_FROM]]
+    seen = {h.path for h in hits}
+    ids = {p: i for i, p in conn.execute(
+        f"SELECT id, path FROM notes WHERE path IN ({','.join('?' * len(top))})", top)}
+    found: dict[int, list] = {}   # note id -> [first hit index, connections, hit path]
+    for i, path in enumerate(top):
+        hit_id = ids.get(path)
+        if hit_id is None:
+            continue
+        for (other,) in conn.execute(
+                "SELECT target_id FROM links WHERE source_id = ? AND target_id IS NOT NULL "
+                "UNION SELECT source_id FROM links WHERE target_id = ?", (hit_id, hit_id)):
+            if other == hit_id:
+                continue
+            entry = found.setdefault(other, [i, 0, path])
+            entry[1] += 1
+    if not found:
+        return []
+    where, params = filters.sql()
+    marks = ",".join("?" * len(found))
+    first = dict(conn.execute(
+        f"""SELECT n.id, min(c.id) FROM notes n JOIN chunks c ON c.note_id = n.id
+            WHERE n.id IN ({marks}) AND {where} GROUP BY n.id""", [*found, *params]))
+    rows = chunk_rows(conn, config, list(first.values()))
+    out = []
+    for note_id in sorted(first, key=lambda n: (found[n][0], -found[n][1], n)):
+        row = rows.get(first[note_id])
+        if row is None or row[0] in seen:
+            continue
+        out.append(make_result(row, terms, 0.0, Scores(), config.vault_name, related=True,
+                               related_to=found[note_id][2]))
+        if len(out) == RELATED_LIMIT:
+            break
+    return out
+
+
+def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion: Fusion,
+            named_paths: dict[str, str], ages: dict[int, tuple[str, float]], pairs: list[Pair]) -> Explain:
+    """Stage 10: the trace of a search: its FTS query, filters, fusion settings, name
+    matches, and each result's ranks and scores."""
+    return Explain(
+        fts_match=fq.match, terms=fq.terms, filters=filters.sql()[0] if filters else None,
+        rrf_k=options.rrf_k or RRF_K, weights={k: round(v, 4) for k, v in fusion.weights.items()},
+        term_coverage=None if fusion.coverage is None else round(fusion.coverage, 4),
+        name_matches=named_paths, recency_half_life=options.recency_half_life,
+        ranks=[ExplainRank(path=r.path, fts_rank=f.ranks.get("fts"), fts_score=_round(f.scores.get("fts")),
+                           vector_rank=f.ranks.get("vector"), vector_score=_round(f.scores.get("vector")),
+                           fused_score=_sig6(f.score), rerank_score=f.rerank, blended_score=_round(f.blended),
+                           name_match=f.name_match,
+                           date=ages[f.note_id][0] if f.note_id in ages else None,
+                           recency_factor=_round(ages[f.note_id][1]) if f.note_id in ages else None)
+               for f, r in pairs])
