@@ -167,13 +167,15 @@ def build_index(vault: Path, work: Path, model: str, embed: bool, vault_name: st
     copied = mirror_vault(vault, copy)
     identity = build_identity()
     manifest = folder / MANIFEST
-    before = json.loads(manifest.read_text(encoding="utf-8")) if manifest.exists() else None
-    reused = before is not None and (index_dir / "index.db").exists()
-    forced = reused and {k: v for k, v in before["identity"].items() if k != "git_commit"} != {
-        k: v for k, v in identity.items() if k != "git_commit"}
+    before = json.loads(manifest.read_text(encoding="utf-8"))["identity"] if manifest.exists() else {}
+    reused = bool(before) and (index_dir / "index.db").exists()
+    # The commit alone changes with every query-side edit: the write path's own digest decides.
+    forced = reused and any(before.get(k) != identity[k] for k in identity if k != "git_commit")
     t0 = time.perf_counter()
     with Index.open(copy, index_dir, create=True) as idx:
-        report = idx.sync(force=forced, embed=embed, model=model)
+        # An index that has vectors keeps them complete, whatever modes this run scores:
+        # the default-mode checks must not meet a half-embedded index by accident.
+        report = idx.sync(force=forced, embed=embed or (reused and idx.has_vectors()), model=model)
         waiting = idx.status().waiting_chunks if idx.model_spec else 0
     seconds = time.perf_counter() - t0
     manifest.write_text(json.dumps({"vault": str(vault.resolve()), "model": model, "identity": identity},
@@ -283,6 +285,8 @@ def partial_check(idx: Index, items: list[KnownItem], work: Path, fraction: floa
 
 def offtopic_queries(folder: Path, n: int) -> list[str]:
     """The first ``n`` test-split queries of a BEIR folder, in queries.jsonl order."""
+    if n <= 0:
+        return []
     test = load_beir(folder, "test").queries
     texts = []
     with open(folder / "queries.jsonl", encoding="utf-8") as fh:
@@ -345,10 +349,14 @@ def run_benchmark(args) -> dict:
             missing = sorted({t for it in items for t in it.targets} - {
                 p for (p,) in idx.conn.execute("SELECT path FROM notes")})
             results = {m: evaluate(idx, items, m) for m in modes}
-            partial = (partial_check(idx, items, work / "partial", args.partial, args.seed)
-                       if idx.has_vectors() and args.partial > 0 else
-                       {"skipped": "the index has no vectors (run a vector or hybrid mode)"})
-            offtopic = offtopic_check(idx, args.datasets, args.offtopic)
+            if args.partial <= 0:
+                partial = {"skipped": "--partial 0"}
+            elif not idx.has_vectors():
+                partial = {"skipped": "the index has no vectors; run a vector or hybrid mode"}
+            else:
+                partial = partial_check(idx, items, work / "partial", args.partial, args.seed)
+            offtopic = (offtopic_check(idx, args.datasets, args.offtopic) if args.offtopic > 0 else
+                        {"skipped": "--offtopic 0"})
     return {
         "vault": vault_name, "file": str(args.file), "queries": len(items),
         "kinds": {k: sum(i.kind == k for i in items) for k in kind_order(i.kind for i in items)},
@@ -402,13 +410,7 @@ def markdown(s: dict) -> list[str]:
             f"({p['embedded_chunks'] / max(p['chunks'], 1):.0%}, seed {p['seed']}); the default mode is "
             f"{p['default_mode']}; {p['responses_with_warning']} of {p['queries']} responses carry a warning.\n\n"
             + _metric_table({f"default ({p['default_mode']})": p["modes"]["default"], "fts": p["modes"]["fts"]}))
-    o = s["offtopic"]
-    rows = [[name, *(["-"] * 4 + [st["skipped"]] if "skipped" in st else
-                     [st["queries"], st["mean_results"], st["none"], st["at_most_3"], st["max"]])]
-            for name, st in [*o["sets"].items(), ("all", o["all"])]]
-    sections.append(f"Off-topic queries at the default limit ({o['mode']}; target: at most "
-                    f"{o['target_mean_at_most']} results on average):\n\n"
-                    + md_table(["set", "queries", "mean results", "none", "<= 3", "max"], rows))
+    sections.append(_offtopic_section(s["offtopic"]))
     for mode, r in s["modes"].items():
         if r["misses"]:
             lines = [f"- {x['id']} [{x['kind']}] “{_short(x['query'])}” → {', '.join(x['targets'])} "
@@ -417,6 +419,17 @@ def markdown(s: dict) -> list[str]:
             sections.append(f"{mode}: target not first in {r['not_first']} queries ({len(lines)} shown):\n\n"
                             + "\n".join(lines))
     return sections
+
+
+def _offtopic_section(o: dict) -> str:
+    if "skipped" in o:
+        return f"Off-topic queries: skipped ({o['skipped']})."
+    rows = []
+    for name, st in [*o["sets"].items(), ("all", o["all"])]:
+        rows.append([name, "-", f"skipped: {st['skipped']}", "-", "-", "-"] if "skipped" in st else
+                    [name, st["queries"], st["mean_results"], st["none"], st["at_most_3"], st["max"]])
+    return (f"Off-topic queries at the default limit ({o['mode']}; target: at most {o['target_mean_at_most']} "
+            "results on average):\n\n" + md_table(["set", "queries", "mean results", "none", "<= 3", "max"], rows))
 
 
 def _short(text: str, n: int = 80) -> str:

@@ -147,6 +147,29 @@ def test_known_items_end_to_end(tmp_path, capsys):
     for path in vault.rglob("*.md"):   # the vault itself was never written to
         assert path.read_text(encoding="utf-8") == NOTES[path.relative_to(vault).as_posix()]
 
+    # The write path changed (another indexer digest) and the vault gained a note: every note is
+    # re-processed, only the new note's text is embedded.
+    (manifest,) = work.glob(f"tiny-vault-*/{known_items.MANIFEST}")
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data["identity"]["indexer_source"] = "an older indexer"
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    (vault / "Travel" / "Oslo.md").write_text("# Oslo\n\nFerries cross the fjord to the islands.\n", "utf-8")
+    assert known_items.main(argv + ["--json", "--modes", "fts"]) == 0
+    third = json.loads(capsys.readouterr().out)
+    assert third["index"]["forced"] is True and third["index"]["copied_files"] == 1
+    assert third["index"]["embedded"] == 1 and third["notes"] == 8
+
+
+def test_known_items_keyword_only(tmp_path, capsys):
+    vault = tiny_vault(tmp_path / "tiny-vault")
+    queries = tiny_known_items(tmp_path / "known.jsonl", "tiny-vault")
+    assert known_items.main([str(queries), "--vault", str(vault), "--model", "hash:64", "--modes", "fts", "--json",
+                             "--datasets", str(tiny_offtopic(tmp_path / "datasets"))]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert list(summary["modes"]) == ["fts"] and summary["modes"]["fts"]["metrics"] == FTS_BY_HAND
+    assert summary["embedded_chunks"] == 0 and "no vectors" in summary["partial"]["skipped"]
+    assert summary["offtopic"]["mode"] == "fts" and summary["offtopic"]["all"]["queries"] == 6
+
 
 def test_known_items_refuses_a_vault_without_queries(tmp_path):
     vault = tiny_vault(tmp_path / "unlisted")
