@@ -46,7 +46,8 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--vault", envvar="VAULT_SEARCH_VAULT", metavar="DIR",
-              help="The vault folder (default: $VAULT_SEARCH_VAULT, else the current folder).")
+              help="The vault folder (default: $VAULT_SEARCH_VAULT, else the vault the current folder lies in: "
+                   "the nearest folder up with .obsidian/ or .vault-search.toml, else the current folder).")
 @click.option("--index-dir", envvar="VAULT_SEARCH_INDEX_DIR", metavar="DIR",
               help="Where the index lives (default: $VAULT_SEARCH_INDEX_DIR, else "
                    "$XDG_DATA_HOME/vault-search/<vault>-<hash>).")

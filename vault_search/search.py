@@ -44,7 +44,7 @@ from urllib.parse import quote
 
 from indexer.config import VaultConfig
 from indexer.errors import UsageValueError
-from indexer.store import describe_db_error, name_key
+from indexer.store import describe_db_error, name_key, vectors_state
 
 from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
 from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
@@ -90,7 +90,11 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             fq = fts_query(query, index.segmenter)
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
                                               note_depth(mode, limit, options.depth))
-            fusion = fuse(conn, lists, fq.terms, mode, options)
+            embedded, chunks = vector_coverage(conn, index.model_spec)
+            if embedded < chunks:
+                warnings.append(f"{chunks - embedded} of {chunks} chunks still wait for a vector: vector search "
+                                "sees the others only (`vault-search index`, or a running `serve`, embeds them)")
+            fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0)
             named = name_matches(conn, query, filters)
             fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named]))
             ages: dict[int, tuple[str, float]] = {}
@@ -210,6 +214,15 @@ def query_vector(embedder: Any, text: str) -> Any:
     return vector
 
 
+def vector_coverage(conn: sqlite3.Connection, model: str | None) -> tuple[int, int]:
+    """(chunks vector search can see, all chunks); both 0 for a keyword-only index."""
+    if not model:
+        return 0, 0
+    state = vectors_state(conn)
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    return min(int(state.get("rows", 0)) if state else 0, chunks), chunks
+
+
 @dataclass(frozen=True)
 class Fusion:
     fused: list[Fused]            # best first
@@ -218,14 +231,20 @@ class Fusion:
 
 
 def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
-         options: SearchOptions) -> Fusion:
+         options: SearchOptions, embedded_share: float = 1.0) -> Fusion:
     """Stage 4: weighted RRF of the lists; in the hybrid, unless the keyword weight is
-    given, it is scaled by the query's word coverage (fusion.keyword_weight)."""
+    given, it is scaled by the query's word coverage (fusion.keyword_weight), and
+    unless the vector weight is given, by the share of chunks that have a vector,
+    squared: while an index is still being embedded the vector list cannot rank
+    a note whose chunks wait, and at full weight it would push every such note
+    down below notes that merely happen to have vectors already."""
     weights = {**DEFAULT_WEIGHTS, **(options.weights or {})}
     coverage = None
     if mode == "hybrid" and not (options.weights and "fts" in options.weights):
         coverage = term_coverage(conn, terms)
         weights["fts"] = keyword_weight(coverage, weights["fts"])
+    if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
+        weights["vector"] *= embedded_share ** 2
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage)
 
 
