@@ -30,3 +30,22 @@ def test_waiting_chunks_are_reported_and_the_vector_list_weighs_less(cli, vault)
     again = cli("search", "数据库", "--json", "--explain", "--no-server").json()
     assert not [w for w in again["warnings"] if "wait for a vector" in w]
     assert again["explain"]["weights"]["vector"] == 1.0
+
+
+def test_each_result_says_how_it_matched(cli, vault):
+    assert cli("index", "--model", "hash:64").code == 0
+    fts = cli("search", "数据库", "--json", "--mode", "fts", "--no-server").json()["results"]
+    assert fts and {r["match"] for r in fts} == {"keyword"}
+    vector = cli("search", "数据库", "--json", "--mode", "vector", "--no-server").json()["results"]
+    assert vector and {r["match"] for r in vector} == {"vector"}
+    hybrid = cli("search", "数据库", "--json", "--explain", "--no-server").json()
+    for result, rank in zip(hybrid["results"], hybrid["explain"]["ranks"]):
+        expected = {(True, True): "both", (True, False): "keyword", (False, True): "vector"}[
+            (rank["fts_rank"] is not None, rank["vector_rank"] is not None)]
+        assert result["match"] == (
+            "name" if rank.get("name_match") else expected), (result["path"], rank)
+    named = cli("search", "首页", "--json", "--no-server").json()["results"]   # Home.md's alias
+    assert named[0]["path"] == "Home.md" and named[0]["match"] == "name"
+    related = cli("search", "deep work", "--json", "--related", "--no-server").json()["results"]
+    assert [r["match"] for r in related if r["related"]] and all(
+        r["match"] is None for r in related if r["related"])

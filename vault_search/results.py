@@ -32,6 +32,10 @@ class SearchResult:
     date: str | None = None         # the daily-log entry's time, else the note's frontmatter or file-name date
     related: bool = False           # added by --related: one link away from a hit, not a hit itself
     related_to: str | None = None   # with related: the hit it links to or from
+    # How the note was found: "keyword", "vector", "both" (each retriever's
+    # list had it) or "name" (the query is its title, alias or file name);
+    # None for a related note. An agent weighs a "vector"-only hit as a guess.
+    match: str | None = None
 
 
 @dataclass

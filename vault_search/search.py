@@ -359,8 +359,17 @@ def result_rows(conn: sqlite3.Connection, config: VaultConfig, fused: list[Fused
         score = {"fts": scores.fts, "vector": scores.vector}.get(mode)
         if score is None:
             score = _sig6(f.score)
-        out.append((f, make_result(rows[f.chunk_id], terms, score, scores, config.vault_name)))
+        out.append((f, make_result(rows[f.chunk_id], terms, score, scores, config.vault_name,
+                                   match=how_matched(f))))
     return out
+
+
+def how_matched(f: Fused) -> str:
+    """``SearchResult.match``: which evidence put the note in the results."""
+    if f.name_match:
+        return "name"
+    found = {"fts", "vector"} & set(f.ranks)
+    return "both" if len(found) == 2 else "vector" if found == {"vector"} else "keyword"
 
 
 def make_result(row: tuple, terms: list[str], score: float, scores: Scores, vault_name: str,
