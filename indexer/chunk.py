@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .parse import ParsedNote
+from .plain import reading_text
 
 # multilingual-e5-small (and MiniLM) silently truncate past 512 tokens.
 # With the embedding model's own tokenizer a chunk may use 440 of them,
@@ -28,16 +29,23 @@ LATIN_WORD_RE = re.compile(r"[^\W_]+", re.ASCII)
 OTHER_RE = re.compile(r"[^\s\w]|[^\x00-\x7f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
-# Bump when the text given to the embedder for a chunk changes (see
-# ``passage_text``): the fingerprint changes and every chunk is re-embedded.
+# Bump when the same passage text would be embedded differently (a prompt or
+# prefix): the fingerprint changes and every chunk is re-embedded. A change
+# to ``passage_text`` itself needs no bump: a vector is keyed by the hash of
+# the text it was made from, so only changed texts are embedded again (bump
+# sync.CHUNKER_VERSION instead, so every note's hashes are recomputed).
 PASSAGE_FORMAT = "title-heading-text/1"
 
 
 def passage_text(title: str, heading: str, text: str) -> str:
     """What a chunk is embedded as: where it sits (title, heading path) and
-    what it says. The title puts a chunk's pronouns and topic in context."""
+    what it says, as the reading view shows it (plain.reading_text: markup
+    is noise to the model), blank lines dropped. The title puts a chunk's
+    pronouns and topic in context. A chunk's vector is keyed by the hash of
+    this text, so a change here re-embeds exactly the chunks it changes."""
     head = heading if heading.startswith(title) else (f"{title} > {heading}" if heading else title)
-    return f"{head}\n{text}".strip() if text.strip() else head
+    body = "\n".join(line.strip() for line in reading_text(text).split("\n") if line.strip())
+    return f"{head}\n{body}".strip() if body else head
 
 
 @dataclass(frozen=True)

@@ -129,3 +129,41 @@ def test_every_command_has_help_and_is_in_the_readme(cli):
         help_text = subprocess.run([str(CLI), command, "--help"], capture_output=True, text=True, check=True).stdout
         assert len(help_text) > 100
         assert f"vault-search {command}" in readme or f" {command} " in readme, command
+
+
+PASTE_NOTE = """---
+tags: [demo]
+---
+# Paste test
+
+> [!note] Zephyr facts
+> The zephyr is a #weather/wind word, see [[Glossary/Winds|wind list]].
+
+| Wind | Note |
+|------|------|
+| zephyr | <span style="color:red">west</span> **wind** |
+
+<!-- private: do not show -->
+Type `[[Raw]] <b>` to link. %% hidden too %%
+"""
+
+
+def test_snippets_are_reading_view_text_and_md_pastes_them_as_text(cli, tmp_path):
+    vault = tmp_path / "paste-vault"
+    write(vault / "Notes" / "Paste.md", PASTE_NOTE)
+    assert cli("index", "--no-embed", vault_dir=vault).code == 0
+    # Callout marker, table pipes, link target, HTML, comments and emphasis
+    # are gone; the callout's title, the cells, the alias, the tag and code stay.
+    shown = ("Zephyr facts The zephyr is a #weather/wind word, see wind list. Wind · Note zephyr · west wind "
+             "Type [[Raw]] <b> to link.")
+    [result] = cli("search", "zephyr", "--json", vault_dir=vault).json()["results"]
+    assert result["snippet"] == shown
+    text = cli("search", "zephyr", vault_dir=vault).out.splitlines()
+    assert f"    {shown}" in text
+    # Pasted into a note, the snippet makes no tag, link or HTML there: only
+    # the result's own wikilink and its obsidian:// link are Markdown.
+    md = cli("search", "zephyr", "--format", "md", vault_dir=vault).out
+    assert md == ("- [[Notes/Paste|Paste test]] — [Notes/Paste.md:4-14](obsidian://open?vault=paste-vault"
+                  "&file=Notes%2FPaste.md)\n"
+                  "  > Zephyr facts The zephyr is a \\#weather/wind word, see wind list. Wind · Note zephyr · west "
+                  "wind Type \\[\\[Raw\\]\\] \\<b\\> to link.\n")

@@ -31,10 +31,12 @@ def test_recency_halves_a_score_per_half_life_at_the_given_time():
 
 def test_put_first_adds_the_named_note_on_top_without_changing_its_input():
     fused = [Fused(1, 0.5, 10), Fused(2, 0.4, 20)]
-    out = put_first(fused, [(2, "title"), (3, "alias"), (4, "file")], {3: 30})
+    out = put_first(fused, [(2, "title"), (3, "alias"), (4, "file")], {2: 19, 3: 30})
     assert [(f.note_id, f.score, f.name_match) for f in out] == [
         (2, 0.5, "title"), (3, 0.5, "alias"), (1, 0.5, None)]
-    assert fused[1].name_match is None and fused[1].score == 0.4
+    # a note found by its name shows its opening chunk, not the passage a retriever chose
+    assert [f.chunk_id for f in out] == [19, 30, 10]
+    assert fused[1].name_match is None and fused[1].score == 0.4 and fused[1].chunk_id == 20
 
 
 def test_note_depth_looks_deeper_only_when_fusing():

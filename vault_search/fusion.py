@@ -40,6 +40,7 @@ class Fused:
     rerank: float | None = None         # the LLM judge's score, 0-10, when reranked
     blended: float | None = None        # position-aware blend of fused order and judge
     name_match: str | None = None       # "title", "alias" or "file": the query is this note's name
+    relevance: float | None = None      # search.Evidence.relevance, 1.0 for a name match
 
 
 def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float] | None = None, k: float = RRF_K) -> list[Fused]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from dataclasses import dataclass
 
@@ -22,8 +23,9 @@ MIN_CHUNK_DEPTH = 200
 class ChunkHit:
     chunk_id: int
     note_id: int
-    score: float   # -bm25: higher is better
+    score: float   # -bm25 or cosine: higher is better
     rank: int      # 1-based rank among chunks
+    z: float | None = None   # vector hits: standard deviations above the query's typical chunk
 
 
 def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, depth: int) -> list[ChunkHit]:
@@ -44,17 +46,39 @@ def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, d
 
 
 def term_coverage(conn: sqlite3.Connection, terms: list[str]) -> float:
-    """The share of the query's words that occur anywhere in the index.
+    """The share of the query's words that occur anywhere in the index, each
+    word weighted by its IDF (a word found in every note says little).
 
     Low when the query is in another language than the notes (an English
     question over Chinese notes matches only names and digits): the hybrid
-    then trusts the keyword list less.
+    then trusts the keyword list less. IDF weighting keeps a stray common
+    word ("app", "2") from vouching for a foreign query.
     """
     if not terms:
         return 0.0
-    found = sum(1 for t in terms if conn.execute(
-        "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (quote_term(t),)).fetchone())
-    return found / len(terms)
+    freqs = document_frequencies(conn, terms)
+    weights = [(idf(df, freqs.chunks), df > 0) for df in freqs.df.values()]
+    total = sum(w for w, _ in weights)
+    return sum(w for w, found in weights if found) / total if total else 0.0
+
+
+@dataclass
+class Frequencies:
+    chunks: int              # chunks in the index
+    df: dict[str, int]       # term -> chunks containing it
+
+
+def document_frequencies(conn: sqlite3.Connection, terms: list[str]) -> Frequencies:
+    """How many chunks contain each term (as the FTS index matches it)."""
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    df = {t: conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (quote_term(t),)).fetchone()[0]
+          for t in dict.fromkeys(terms)}
+    return Frequencies(chunks, df)
+
+
+def idf(df: int, n: int) -> float:
+    """BM25's IDF (Robertson-Sparck Jones, +1 so it is never negative)."""
+    return math.log((n - df + 0.5) / (df + 0.5) + 1.0)
 
 
 def best_per_note(hits: list[ChunkHit], limit: int) -> list[ChunkHit]:
@@ -66,4 +90,39 @@ def best_per_note(hits: list[ChunkHit], limit: int) -> list[ChunkHit]:
             out.append(hit)
             if len(out) == limit:
                 break
+    return out
+
+
+def term_share(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int],
+               freqs: Frequencies | None = None) -> dict[int, float]:
+    """chunk id -> the IDF-weighted share of ``terms`` the chunk contains (in any
+    column: title, aliases, tags, headings or body). 1.0: every word of the
+    query is there; a chunk that holds only its commonest word scores near 0.
+    Unlike BM25, comparable from one query to the next."""
+    if not terms or not chunk_ids:
+        return {}
+    freqs = freqs or document_frequencies(conn, terms)
+    weights = {t: idf(freqs.df.get(t, 0), freqs.chunks) for t in dict.fromkeys(terms)}
+    total = sum(weights.values())
+    share = dict.fromkeys(chunk_ids, 0.0)
+    marks = ",".join("?" * len(chunk_ids))
+    for term, weight in weights.items():
+        if not freqs.df.get(term):
+            continue
+        for (cid,) in conn.execute(f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
+                                   [quote_term(term), *chunk_ids]):
+            share[cid] += weight / total
+    return share
+
+
+def chunks_containing(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int]) -> dict[str, set[int]]:
+    """term -> the chunks among ``chunk_ids`` that contain it."""
+    out: dict[str, set[int]] = {}
+    if not chunk_ids:
+        return out
+    marks = ",".join("?" * len(chunk_ids))
+    for term in dict.fromkeys(terms):
+        out[term] = {cid for (cid,) in conn.execute(
+            f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
+            [quote_term(term), *chunk_ids])}
     return out

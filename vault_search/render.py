@@ -117,8 +117,26 @@ def render_paths0(response: SearchResponse) -> bytes:
                     for p in dict.fromkeys(r.path for r in response.results))
 
 
+# What a snippet must not turn into in the note it is pasted into: a tag
+# (#), a link or embed ([ ]), HTML (< >), an Obsidian comment (%%, which
+# would hide the rest of the note), code, emphasis, highlight, strike-through,
+# math, a block id (^) or, at its start, a list item. Marks that only pair
+# up when doubled (~~ == %%) or at a word's edge (_) are escaped only there,
+# so snake_case and a = b stay as they are.
+_MARKDOWN_SPECIAL_RE = re.compile(r"[\\`*\[\]<>#$^]|(?<![^\W_])_|_(?![^\W_])|~(?=~)|(?<=~)~|=(?==)|(?<==)=|"
+                                  r"%(?=%)|(?<=%)%|&(?=#?\w+;)|^[-+]")
+_ORDERED_ITEM_RE = re.compile(r"^([0-9]{1,9})([.)])")   # "1. " would start a list
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as Markdown that shows exactly it, and is no more than text."""
+    return _ORDERED_ITEM_RE.sub(r"\1\\\2", _MARKDOWN_SPECIAL_RE.sub(lambda m: "\\" + m.group(), text))
+
+
 def render_markdown(response: SearchResponse) -> str:
-    """A Markdown list: an Obsidian link, the lines, and the snippet, per result."""
+    """A Markdown list: an Obsidian link, the lines, and the snippet, per
+    result. The snippet is the reading view's text, escaped (``markdown_text``):
+    a tag, link or HTML in it stays text in the note it is pasted into."""
     lines = []
     for r in response.results:
         path, title = printable(r.path), printable(r.title)
@@ -128,7 +146,7 @@ def render_markdown(response: SearchResponse) -> str:
         extra += " (stale)" if r.stale else ""
         lines.append(f"- {label} — [{path}:{r.start_line}-{r.end_line}]({r.uri}){extra}")
         if r.snippet:
-            lines.append(f"  > {printable(' '.join(r.snippet.split()))}")
+            lines.append(f"  > {printable(markdown_text(' '.join(r.snippet.split())))}")
     return "\n".join(lines)
 
 

@@ -36,6 +36,12 @@ class SearchResult:
     # list had it) or "name" (the query is its title, alias or file name);
     # None for a related note. An agent weighs a "vector"-only hit as a guess.
     match: str | None = None
+    # How much of the query the note answers, 0-1, on a scale that means the
+    # same for every query (README "Relevance"): the largest of the IDF-weighted
+    # share of the query's words in the matched chunk, the same counting
+    # translations (x0.8), and the calibrated vector evidence; 1 for a name
+    # match. --min-score cuts on it. None for a related note.
+    relevance: float | None = None
 
 
 @dataclass

