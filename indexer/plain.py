@@ -239,6 +239,14 @@ def _table_cells(line: str) -> list[str]:
     return [cell.replace("\\|", "|").strip() for cell in TABLE_PIPE_RE.split(row)]
 
 
+def _table_row(line: str) -> str:
+    """A table row as its cells' text, `` · `` between them; a separator row shows nothing."""
+    if _is_table_separator(line):
+        return ""
+    cells = (SPACES_RE.sub(" ", _inline(cell)).strip() for cell in _table_cells(line))
+    return " · ".join(cell for cell in cells if cell)
+
+
 def _is_table_separator(line: str) -> bool:
     return "|" in line and "-" in line and bool(TABLE_SEPARATOR_RE.match(line))
 
@@ -322,11 +330,7 @@ def reading_text(text: str) -> str:
         row = line.strip()
         if (in_table and "|" in line) or (len(row) > 1 and row[0] == "|" and row[-1] == "|"):
             # A row, also one cut from its header (a chunk may start inside a table).
-            if _is_table_separator(line):
-                out.append("")
-                continue
-            cells = (SPACES_RE.sub(" ", _inline(cell)).strip() for cell in _table_cells(line))
-            out.append(" · ".join(cell for cell in cells if cell))
+            out.append(_table_row(line))
             continue
         in_table = False
         line = HEADING_RE.sub("", line, count=1)

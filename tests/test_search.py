@@ -8,7 +8,7 @@ from conftest import write
 from vault_search import Index
 
 RESULT_KEYS = {"path", "title", "heading", "start_line", "end_line", "snippet", "score", "scores",
-               "tags", "stale", "uri", "date", "related", "related_to", "match"}
+               "tags", "stale", "uri", "date", "related", "related_to", "match", "relevance"}
 
 
 @pytest.fixture
