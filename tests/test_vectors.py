@@ -20,6 +20,7 @@ from indexer.vectors import IDS_FILE, VECTORS_FILE
 from vault_search import Index
 from vault_search.fusion import KEYWORD_BASE_WEIGHT, rrf
 from vault_search.keyword import ChunkHit
+from vault_search.search import TITLE_WEIGHT
 
 
 def open_index(vault, index_dir, embedder=None):
@@ -174,9 +175,12 @@ def test_explain_shows_both_ranks_and_the_fused_score(vault, index_dir):
     row = response.explain.ranks[0]
     assert row.fts_rank == 1 and row.vector_rank >= 1
     k, w = response.explain.rrf_k, response.explain.weights
-    assert response.explain.term_coverage == 1.0 and w == {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
+    # the query is the note's title: the title list (names that look like the query) has it first
+    assert row.title_rank == 1 and row.relevance == 1.0 and row.evidence["keyword"] == 1.0
+    assert response.explain.term_coverage == 1.0
+    assert w == {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0, "title": TITLE_WEIGHT}
     assert row.fused_score == pytest.approx(
-        KEYWORD_BASE_WEIGHT / (k + 1) + 1 / (k + row.vector_rank), rel=1e-4)
+        KEYWORD_BASE_WEIGHT / (k + 1) + 1 / (k + row.vector_rank) + TITLE_WEIGHT / (k + 1), rel=1e-4)
     assert response.results[0].score == pytest.approx(row.fused_score, rel=1e-4)
 
 

@@ -208,8 +208,9 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
 @click.option("--recency-half-life", type=click.FloatRange(min=0, min_open=True), metavar="DAYS",
               help="Favour recent notes: a note's score halves every DAYS days of age (off by default).")
 @click.option("--min-score", type=click.FloatRange(0, 1), metavar="X",
-              help="Leave out results whose relevance (0-1, the share of the query a note answers; see README "
-                   "\"Relevance\") is below X (default: 0.15 in hybrid mode, 0 in fts and vector).")
+              help="Leave out results whose relevance (0-1, how much of the query a note answers; README "
+                   "\"Relevance\") is below X. Default in hybrid mode: 0.15 when some result reaches 0.4, else "
+                   "only the 3 best guesses; 0 in fts and vector.")
 @click.option("--related", is_flag=True,
               help="After the hits, list notes one link away from the top hits (marked related).")
 @click.option("--explain", is_flag=True,

@@ -47,7 +47,10 @@ def find_server(index_dir: Path, vault: Path) -> tuple[str, int] | None:
 
 def request(server: tuple[str, int], path: str, params: dict, timeout: float = TIMEOUT_S) -> tuple[int, dict]:
     host, port = server
-    query = urlencode({k: v for k, v in params.items() if v not in (None, False, "", [])}, doseq=True)
+    # Leave out what was not set; ``0`` and ``0.0`` are values (``0.0 == False``
+    # in Python, and --min-score 0 means "no cut"), so False is told apart by identity.
+    query = urlencode({k: v for k, v in params.items()
+                       if v is not None and v is not False and v != "" and v != []}, doseq=True)
     conn = HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", f"{path}?{query}", headers={"Host": f"{host}:{port}"})

@@ -45,7 +45,7 @@ def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, d
     return [ChunkHit(cid, nid, -bm, i + 1) for i, (cid, nid, bm) in enumerate(rows)]
 
 
-def term_coverage(conn: sqlite3.Connection, terms: list[str]) -> float:
+def term_coverage(conn: sqlite3.Connection, terms: list[str], freqs: Frequencies | None = None) -> float:
     """The share of the query's words that occur anywhere in the index, each
     word weighted by its IDF (a word found in every note says little).
 
@@ -56,10 +56,21 @@ def term_coverage(conn: sqlite3.Connection, terms: list[str]) -> float:
     """
     if not terms:
         return 0.0
-    freqs = document_frequencies(conn, terms)
-    weights = [(idf(df, freqs.chunks), df > 0) for df in freqs.df.values()]
-    total = sum(w for w, _ in weights)
-    return sum(w for w, found in weights if found) / total if total else 0.0
+    freqs = freqs or document_frequencies(conn, terms)
+    weights = term_weights(freqs)
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if freqs.df[t]) / total if total else 0.0
+
+
+def term_weights(freqs: Frequencies) -> dict[str, float]:
+    """Each term's IDF. A term no chunk contains weighs as much as the query's
+    rarest known word: a typo or a word the notes never use ("obsidain")
+    says no more than that, and at full IDF it would outweigh every word
+    that is there. When the index knows none of the words (a question in
+    another language), all weigh the same."""
+    known = [idf(df, freqs.chunks) for df in freqs.df.values() if df]
+    cap = max(known) if known else 1.0
+    return {t: idf(df, freqs.chunks) if df else cap for t, df in freqs.df.items()}
 
 
 @dataclass
@@ -102,7 +113,7 @@ def term_share(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int],
     if not terms or not chunk_ids:
         return {}
     freqs = freqs or document_frequencies(conn, terms)
-    weights = {t: idf(freqs.df.get(t, 0), freqs.chunks) for t in dict.fromkeys(terms)}
+    weights = term_weights(freqs)
     total = sum(weights.values())
     share = dict.fromkeys(chunk_ids, 0.0)
     marks = ",".join("?" * len(chunk_ids))

@@ -60,9 +60,10 @@ class SearchOptions:
     related: bool = _option(False, "flag", "also list notes one link away from the top hits (marked related: true).")
     recency_half_life: float | None = _option(None, "number", "days after which a note's score halves, to favour "
                                                               "recent notes.", unit="days")
-    min_score: float | None = _option(None, "number", "leave out results whose relevance (0-1: the share of the query "
-                                                       "a note answers, see the result's relevance field) is below "
-                                                       "this; default 0.15 in hybrid mode, 0 otherwise.")
+    min_score: float | None = _option(None, "number", "leave out results whose relevance (0-1: how much of the query "
+                                                       "a note answers, the result's relevance field) is below this. "
+                                                       "Default in hybrid mode: 0.15 when some result reaches 0.4, "
+                                                       "else the 3 best guesses (a warning says so); 0 otherwise.")
     explain: bool = _option(False, "flag", tool=False)
     rerank: bool = _option(False, "flag", "let the configured LLM judge the top results (slower; only if the user "
                                           "set it up).")

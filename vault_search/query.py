@@ -25,12 +25,13 @@ MAX_QUERY_TERMS = 64     # FTS5 cost grows with OR terms; 64 covers any real que
 
 # Words that say how a question is asked, not what it is about. Kept short on
 # purpose: "not", "no", "all", "new" and "done" carry meaning in notes (Tasks'
-# `not done`), so they stay searchable.
+# `not done`), and "us", "who", "may", "will" are also names (US, WHO, May,
+# a will), so they stay searchable.
 STOP_WORDS = frozenset("""
 a an the and or but if then so as of to in on at by for with from into onto about over under up out off
-is are was were be been being am do does did done doing can could should would will shall may might must
-have has had having i me my mine we us our ours you your yours he him his she her it its they them their
-this that these those there here what which who whom whose when where why how whether
+is are was were be been being am do does did can could should would shall might must
+have has had having i me my mine we our ours you your yours he him his she her it its they them their
+this that these those there here what which whom whose when where why how whether
 any some such than too very just also only own same other each both few more most
 get got let lets want wants need needs way ways s t d ll m re ve
 """.split()) | frozenset("""
@@ -46,6 +47,7 @@ class FtsQuery:
     terms: list[str]            # the words searched for (and highlighted)
     warnings: list[str] = field(default_factory=list)
     stop_words: list[str] = field(default_factory=list)   # left out of ``match``
+    only_stop_words: bool = False   # every word was a function word, so all were searched
 
 
 def quote_term(term: str) -> str:
@@ -66,5 +68,5 @@ def fts_query(text: str, segmenter: Segmenter) -> FtsQuery:
         return FtsQuery("", [], warnings)
     content = [t for t in terms if t not in STOP_WORDS]
     stop = [t for t in terms if t in STOP_WORDS] if content else []
-    terms = content or terms   # a query of function words only ("to be or not") searches them all
-    return FtsQuery(" OR ".join(quote_term(t) for t in terms), terms, warnings, stop)
+    terms = content or terms   # a query of function words only ("how to") searches them all
+    return FtsQuery(" OR ".join(quote_term(t) for t in terms), terms, warnings, stop, not content)

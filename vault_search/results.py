@@ -59,10 +59,15 @@ class ExplainRank:
     name_match: str | None = None    # "title", "alias" or "file": the query is this note's name
     date: str | None = None          # with recency_factor: the date a recency half-life aged it by
     recency_factor: float | None = None
+    translated_rank: int | None = None   # rank in the list of the query's translation
+    title_rank: int | None = None        # rank in the list of notes whose name looks like the query
+    relevance: float | None = None       # as in the result, with its parts below
+    evidence: dict | None = None         # keyword, translated, vector, name: each 0-1
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        for key in ("name_match", "date", "recency_factor"):
+        for key in ("name_match", "date", "recency_factor", "translated_rank", "title_rank", "relevance",
+                    "evidence"):
             if data[key] is None:
                 del data[key]
         return data
@@ -80,6 +85,7 @@ class Explain:
     name_matches: dict[str, str]     # path -> "title", "alias" or "file"
     recency_half_life: float | None
     ranks: list[ExplainRank] = field(default_factory=list)
+    translated_match: str | None = None   # the translated words' MATCH, when the query was translated
 
     def to_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "ranks"},

@@ -38,14 +38,14 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from indexer.config import VaultConfig
 from indexer.errors import UsageValueError
 from indexer.plain import reading_text
-from indexer.segment import has_han
+from indexer.segment import WORD_RE, has_han
 from indexer.store import describe_db_error, name_key, vectors_state
 
 from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
@@ -54,6 +54,7 @@ from .keyword import (
     CHUNKS_PER_RESULT,
     MIN_CHUNK_DEPTH,
     ChunkHit,
+    Frequencies,
     best_per_note,
     chunks_containing,
     document_frequencies,
@@ -85,6 +86,10 @@ TRANSLATE_BELOW = 0.5
 # The translated list's weight, times the share of the query the index did not know.
 TRANSLATED_WEIGHT = 1.0
 MIN_TRANSLATION_WEIGHT = 0.2   # rarer senses drift off the topic
+# A note whose name shares this share of its character n-grams with the query
+# (Dice) is listed by the title list (stage 3b), fused with TITLE_WEIGHT.
+TITLE_SIMILARITY = 0.5
+TITLE_WEIGHT = 1.0
 
 Pair = tuple[Fused, SearchResult]   # a result and how it was ranked
 
@@ -107,7 +112,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         try:
             mode = resolve_mode(options.mode, index.has_vectors())
             fq = fts_query(query, index.segmenter)
-            coverage = term_coverage(conn, fq.terms) if mode == "hybrid" else None
+            freqs = document_frequencies(conn, fq.terms)
+            coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None
             translation = translated_query(conn, fq) if needs_translation(mode, fq, coverage) else None
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
                                               note_depth(mode, limit, options.depth), translation)
@@ -117,8 +123,12 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
                                 "sees the others only (`vault-search index`, or a running `serve`, embeds them)")
             fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0, coverage)
             named = name_matches(conn, query, filters)
-            fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named]))
-            fused = relevant(fused, evidence(conn, fused, fq, translation, lists), min_score(options, mode))
+            fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named], filters))
+            floor = min_score(options, mode)
+            proofs = evidence(conn, fused, fq, translation, lists, freqs)
+            fused = relevant(fused, proofs, floor)
+            weak = weak_warning(fused, floor, limit)
+            warnings += [weak] if weak else []
             ages: dict[int, tuple[str, float]] = {}
             if options.recency_half_life:
                 fused, ages = recency(fused, chunk_dates(conn, fused), options.recency_half_life,
@@ -139,7 +149,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
     results = [r for _, r in pairs]
     if options.related and results:
         results += related(conn, index.config, results, filters, fq.terms)
-    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs) if options.explain else None
+    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation) \
+        if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms)
 
@@ -240,6 +251,38 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
     return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources)
 
 
+def grams(text: str) -> set[str]:
+    """Character trigrams of a name (bigrams of Han text, whose words are
+    one or two characters), over its words with the spaces between them."""
+    key = " ".join(WORD_RE.findall(name_key(text)))
+    n = 2 if has_han(key) else 3
+    padded = f" {key} "
+    return {padded[i:i + n] for i in range(len(padded) - n + 1)} if key else set()
+
+
+def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[ChunkHit]],
+               filters: SearchFilters | None = None) -> list[ChunkHit]:
+    """Stage 3b: the notes found by the other lists whose title, alias or file
+    name looks like the query (Dice coefficient of character n-grams at least
+    TITLE_SIMILARITY), most alike first, each by its opening chunk. People
+    misremember names: "Quick Refrence table" is the note "Quick Reference",
+    "customised grouping with functions" is "Custom Grouping"."""
+    wanted = grams(query)
+    notes = list(dict.fromkeys(h.note_id for hits in lists.values() for h in hits))
+    if not wanted or not notes or len(query) > MAX_NAME_QUERY_CHARS:
+        return []
+    marks = ",".join("?" * len(notes))
+    best: dict[int, float] = {}
+    for note_id, key in conn.execute(f"SELECT note_id, key FROM names WHERE note_id IN ({marks})", notes):
+        have = grams(key)
+        if have:
+            similarity = 2 * len(wanted & have) / (len(wanted) + len(have))
+            best[note_id] = max(best.get(note_id, 0.0), similarity)
+    alike = sorted((n for n, sim in best.items() if sim >= TITLE_SIMILARITY), key=lambda n: -best[n])
+    opening = first_chunks(conn, alike, filters)
+    return [ChunkHit(opening[n], n, round(best[n], 4), rank) for rank, n in enumerate(alike, 1) if n in opening]
+
+
 def needs_translation(mode: str, fq: FtsQuery, coverage: float | None) -> bool:
     """The hybrid translates a query when less than TRANSLATE_BELOW of its words
     (IDF-weighted) occur in the index: a question in the notes' other language."""
@@ -259,6 +302,10 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
     if mode in ("vector", "hybrid") and fq.terms:
         lists["vector"], warning = vector_list(index, query, filters, depth)
         warnings += [warning] if warning else []
+    if mode == "hybrid":
+        titles = title_list(index.conn, query, lists, filters)
+        if titles:
+            lists["title"] = titles
     return lists, warnings
 
 
@@ -312,6 +359,8 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
     if mode == "hybrid" and not (options.weights and "fts" in options.weights):
         coverage = term_coverage(conn, terms) if coverage is None else coverage
         weights["fts"] = keyword_weight(coverage, weights["fts"])
+    if "title" in lists:
+        weights["title"] = TITLE_WEIGHT
     if "translated" in lists:
         # The translation stands in for the words the index does not know.
         weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (coverage or 0.0))
@@ -341,19 +390,21 @@ class Evidence:
     keyword: float = 0.0      # IDF-weighted share of the query's words in the note's matched chunks
     translated: float = 0.0   # share of the query's words found as themselves or as a translation
     vector: float = 0.0       # 0 at Z_NOISE standard deviations above the query's typical chunk, 1 at Z_SURE
+    name: float = 0.0         # how alike the query and the note's name are (title list, Dice)
 
     @property
     def relevance(self) -> float:
-        return max(self.keyword, TRANSLATED_TRUST * self.translated, self.vector)
+        return max(self.keyword, TRANSLATED_TRUST * self.translated, self.vector, self.name)
 
 
 def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, translation: Translation | None,
-             lists: dict[str, list[ChunkHit]]) -> dict[int, Evidence]:
-    """Stage 4b: note id -> its ``Evidence`` (from each chunk a retriever matched)."""
+             lists: dict[str, list[ChunkHit]], freqs: Frequencies | None = None) -> dict[int, Evidence]:
+    """Stage 4b: note id -> its ``Evidence`` (from each chunk a retriever matched).
+    A query of function words only ("how to", "的的") has no keyword evidence."""
     if not fused:
         return {}
     chunk_ids = sorted({c for f in fused for c in (f.chunk_id, *f.chunks.values())})
-    keyword = term_share(conn, fq.terms, chunk_ids) if fq.terms else {}
+    keyword = term_share(conn, fq.terms, chunk_ids, freqs) if fq.terms and not fq.only_stop_words else {}
     found: dict[str, set[int]] = {}
     specific: dict[str, float] = {}
     if translation is not None:
@@ -370,6 +421,7 @@ def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, transla
         return max((specific.get(w, 0.0) for w in options if chunk in found.get(w, ())), default=0.0)
 
     z = {h.note_id: h.z for h in lists.get("vector", []) if h.z is not None}
+    alike = {h.note_id: h.score for h in lists.get("title", [])}
     out = {}
     for f in fused:
         chunks = {f.chunk_id, *f.chunks.values()}
@@ -379,7 +431,8 @@ def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, transla
         vector = 0.0
         if f.note_id in z:
             vector = min(max((z[f.note_id] - Z_NOISE) / (Z_SURE - Z_NOISE), 0.0), 1.0)
-        out[f.note_id] = Evidence(max((keyword.get(c, 0.0) for c in chunks), default=0.0), translated, vector)
+        out[f.note_id] = Evidence(max((keyword.get(c, 0.0) for c in chunks), default=0.0), translated, vector,
+                                  alike.get(f.note_id, 0.0))
     return out
 
 
@@ -410,6 +463,16 @@ def relevant(fused: list[Fused], proofs: dict[int, Evidence], floor: float | Non
     return [f for f in scored if (f.relevance or 0.0) >= floor]
 
 
+def weak_warning(fused: list[Fused], floor: float | None, limit: int) -> str | None:
+    """The warning of a default hybrid search that no note answers clearly."""
+    if floor is not None or not fused or limit <= WEAK_LIMIT:
+        return None
+    if max(f.relevance or 0.0 for f in fused) >= STRONG_RELEVANCE:
+        return None
+    return (f"no note answers this clearly (best relevance {max(f.relevance or 0.0 for f in fused):.2f}): "
+            f"only the {WEAK_LIMIT} best guesses are shown; --min-score 0 shows more")
+
+
 def name_matches(conn: sqlite3.Connection, query: str, filters: SearchFilters) -> list[tuple[int, str]]:
     """Stage 5: (note id, "title" | "alias" | "file") of the notes whose name is exactly
     the query: title matches first, then aliases, then file names; only
@@ -430,13 +493,17 @@ def name_matches(conn: sqlite3.Connection, query: str, filters: SearchFilters) -
     return sorted(best.items(), key=lambda item: (order[item[1]], item[0]))[:MAX_NAME_MATCHES]
 
 
-def first_chunks(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, int]:
-    """note id -> its first chunk's id."""
+def first_chunks(conn: sqlite3.Connection, note_ids: list[int],
+                 filters: SearchFilters | None = None) -> dict[int, int]:
+    """note id -> its first chunk's id (the first that passes ``filters``: a
+    daily log's entries are chunks with their own dates)."""
     if not note_ids:
         return {}
     marks = ",".join("?" * len(note_ids))
+    where, params = filters.sql() if filters else ("1", [])
     return dict(conn.execute(
-        f"SELECT note_id, min(id) FROM chunks WHERE note_id IN ({marks}) GROUP BY note_id", note_ids))
+        f"SELECT c.note_id, min(c.id) FROM chunks c JOIN notes n ON n.id = c.note_id "
+        f"WHERE c.note_id IN ({marks}) AND {where} GROUP BY c.note_id", [*note_ids, *params]))
 
 
 def put_first(fused: list[Fused], named: list[tuple[int, str]], first_chunks: dict[int, int]) -> list[Fused]:
@@ -533,7 +600,7 @@ def how_matched(f: Fused) -> str:
     """``SearchResult.match``: which evidence put the note in the results."""
     if f.name_match:
         return "name"
-    keyword = bool({"fts", "translated"} & set(f.ranks))
+    keyword = bool({"fts", "translated", "title"} & set(f.ranks))
     vector = "vector" in f.ranks
     return "both" if keyword and vector else "vector" if vector else "keyword"
 
@@ -657,7 +724,8 @@ def related(conn: sqlite3.Connection, config: VaultConfig, hits: list[SearchResu
 
 
 def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion: Fusion,
-            named_paths: dict[str, str], ages: dict[int, tuple[str, float]], pairs: list[Pair]) -> Explain:
+            named_paths: dict[str, str], ages: dict[int, tuple[str, float]], pairs: list[Pair],
+            proofs: dict[int, Evidence] | None = None, translation: Translation | None = None) -> Explain:
     """Stage 10: the trace of a search: its FTS query, filters, fusion settings, name
     matches, and each result's ranks and scores."""
     return Explain(
@@ -670,5 +738,10 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            fused_score=_sig6(f.score), rerank_score=f.rerank, blended_score=_round(f.blended),
                            name_match=f.name_match,
                            date=ages[f.note_id][0] if f.note_id in ages else None,
-                           recency_factor=_round(ages[f.note_id][1]) if f.note_id in ages else None)
-               for f, r in pairs])
+                           recency_factor=_round(ages[f.note_id][1]) if f.note_id in ages else None,
+                           translated_rank=f.ranks.get("translated"), title_rank=f.ranks.get("title"),
+                           relevance=_round3(f.relevance),
+                           evidence={k: round(v, 3) for k, v in asdict(proofs[f.note_id]).items()}
+                           if proofs and f.note_id in proofs else None)
+               for f, r in pairs],
+        translated_match=translation.query.match if translation else None)

@@ -64,15 +64,14 @@ class VectorIndex:
         if len(self.ids) == 0:
             return VectorTop([], 0.0, 0.0)
         scores = self.matrix @ np.asarray(query, dtype=np.float32)
-        seen = scores
+        # The spread over the whole matrix, filters or not: a filter that leaves
+        # a dozen chunks must not make its best one look typical.
+        mean, std = float(scores.mean()), float(scores.std())
         if allowed is not None:
-            keep = np.isin(self.ids, allowed)
-            seen = scores[keep]
-            scores = np.where(keep, scores, -np.inf)
+            scores = np.where(np.isin(self.ids, allowed), scores, -np.inf)
         depth = min(depth, len(scores))
         top = np.argpartition(-scores, depth - 1)[:depth]
         top = top[np.argsort(-scores[top], kind="stable")]
-        mean, std = (float(seen.mean()), float(seen.std())) if len(seen) else (0.0, 0.0)
         return VectorTop([(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])], mean, std)
 
 
