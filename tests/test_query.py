@@ -64,3 +64,29 @@ def test_any_unicode_query_is_safe(fts, text):
         conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (q.match,)).fetchall()
         # Every term is a quoted string: nothing outside quotes but OR.
         assert all(part.startswith('"') and part.endswith('"') for part in q.match.split(" OR "))
+
+
+@pytest.mark.parametrize("text,match,stop", [
+    ("how do I set a due date", '"set" OR "due" OR "date"', ["how", "do", "i", "a"]),
+    ("如何设置截止日期", '"设置" OR "截止" OR "日期"', ["如何"]),
+    ("filter done tasks", '"filter" OR "done" OR "tasks"', []),   # "done" means something in Tasks
+    ("not done", '"not" OR "done"', []),
+])
+def test_function_words_leave_the_or_query(text, match, stop):
+    q = fts_query(text, Segmenter())
+    assert q.match == match and q.stop_words == stop and not q.only_stop_words
+
+
+def test_a_query_of_function_words_only_searches_them_all():
+    q = fts_query("how to", Segmenter())
+    assert q.match == '"how" OR "to"' and q.only_stop_words and q.stop_words == []
+
+
+def test_coverage_weighs_words_by_idf_and_a_typo_no_more_than_the_rarest_known_word(fts):
+    from vault_search.keyword import Frequencies, term_weights
+
+    freqs = Frequencies(chunks=100, df={"tasks": 60, "deadline": 2, "obsidain": 0})
+    w = term_weights(freqs)
+    assert w["deadline"] > w["tasks"] and w["obsidain"] == w["deadline"]
+    foreign = term_weights(Frequencies(chunks=100, df={"设置": 0, "日期": 0}))
+    assert foreign == {"设置": 1.0, "日期": 1.0}

@@ -83,3 +83,58 @@ def test_every_option_is_a_request_parameter_and_an_mcp_parameter():
     assert names == {name for name, _, _ in SearchOptions.params()} - {"explain"}
     assert {"tag", "tags"} <= set(SearchOptions.param_names())
     assert all(p.default is not inspect.Parameter.empty for p in SearchOptions.tool_parameters())
+
+
+def test_relevance_cuts_weak_answers_and_keeps_name_matches():
+    from vault_search.search import (
+        DEFAULT_MIN_RELEVANCE,
+        STRONG_RELEVANCE,
+        WEAK_LIMIT,
+        Evidence,
+        relevant,
+        weak_warning,
+    )
+
+    fused = [Fused(n, 1.0 - n / 10, n * 10) for n in range(1, 8)]
+    strong = {1: Evidence(keyword=0.9), 2: Evidence(vector=0.5), 3: Evidence(translated=0.1),
+              4: Evidence(name=0.6), 5: Evidence(), 6: Evidence(keyword=DEFAULT_MIN_RELEVANCE)}
+    out = relevant(fused, strong, None)
+    # note 3: 0.8 x 0.1 < the floor; 5 and 7 have no evidence at all
+    assert [(f.note_id, f.relevance) for f in out] == [(1, 0.9), (2, 0.5), (4, 0.6), (6, DEFAULT_MIN_RELEVANCE)]
+    assert weak_warning(out, None, 10) is None
+    weak = {n: Evidence(vector=0.1) for n in range(1, 8)}
+    guesses = relevant(fused, weak, None)
+    assert [f.note_id for f in guesses] == [1, 2, 3][:WEAK_LIMIT] and 0.1 < STRONG_RELEVANCE
+    assert "3 best guesses" in weak_warning(guesses, None, 10) and weak_warning(guesses, 0.0, 10) is None
+    assert [f.note_id for f in relevant(fused, weak, 0.0)] == list(range(1, 8))    # --min-score 0: no cut
+    named = [Fused(5, 2.0, 50, name_match="title")] + fused[:4]
+    assert relevant(named, weak, 0.5)[0].relevance == 1.0 and len(relevant(named, weak, 0.5)) == 1
+
+
+def test_title_grams_tolerate_typos_and_word_order():
+    from vault_search.search import grams
+
+    def dice(a, b):
+        x, y = grams(a), grams(b)
+        return 2 * len(x & y) / (len(x) + len(y))
+
+    assert dice("Quick Refrence table", "quick reference") >= 0.5
+    assert dice("customised grouping with functions", "custom grouping") >= 0.5
+    assert dice("how do I set a due date", "quick reference") < 0.2
+    assert dice("首因效应和近因效应", "第一印象效应与最近效应") > dice("首因效应和近因效应", "数据库索引")
+    assert grams("") == set() and grams("!!!") == set()
+
+
+def test_min_score_is_checked_and_the_hybrid_default_is_its_own_cut():
+    from vault_search.search import min_score
+
+    assert min_score(SearchOptions(), "hybrid") is None and min_score(SearchOptions(), "fts") == 0.0
+    assert min_score(SearchOptions(min_score=0.3), "vector") == 0.3
+    with pytest.raises(UsageValueError, match="between 0 and 1"):
+        min_score(SearchOptions(min_score=1.5), "hybrid")
+    # the thin client sends a 0 (0.0 == False in Python: it used to be dropped)
+    from vault_search.client import query_string
+
+    sent = query_string(SearchOptions(min_score=0.0).to_params())
+    assert "min_score=0" in sent and SearchOptions.from_params({"min_score": "0.0"}).min_score == 0.0
+    assert "explain" not in query_string(SearchOptions(explain=False).to_params())

@@ -45,12 +45,17 @@ def find_server(index_dir: Path, vault: Path) -> tuple[str, int] | None:
     return host, port
 
 
+def query_string(params: dict) -> str:
+    """``params`` as a URL query, leaving out what was not set. ``0`` and
+    ``0.0`` are values (``0.0 == False`` in Python, and --min-score 0 means
+    "no cut"), so False is told apart by identity."""
+    return urlencode({k: v for k, v in params.items()
+                      if v is not None and v is not False and v != "" and v != []}, doseq=True)
+
+
 def request(server: tuple[str, int], path: str, params: dict, timeout: float = TIMEOUT_S) -> tuple[int, dict]:
     host, port = server
-    # Leave out what was not set; ``0`` and ``0.0`` are values (``0.0 == False``
-    # in Python, and --min-score 0 means "no cut"), so False is told apart by identity.
-    query = urlencode({k: v for k, v in params.items()
-                       if v is not None and v is not False and v != "" and v != []}, doseq=True)
+    query = query_string(params)
     conn = HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", f"{path}?{query}", headers={"Host": f"{host}:{port}"})
