@@ -125,6 +125,10 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             named = name_matches(conn, query, filters)
             fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named], filters))
             floor = min_score(options, mode)
+            keep = max(limit, settings.top_n) if settings else limit
+            # Relevance is weighed for the head only: a note past EVIDENCE_DEPTH x the
+            # page would need most of the head cut to show, and each one costs lookups.
+            fused = fused[:max(EVIDENCE_DEPTH * keep, MIN_EVIDENCE_NOTES)]
             proofs = evidence(conn, fused, fq, translation, lists, freqs)
             fused = relevant(fused, proofs, floor)
             weak = weak_warning(fused, floor, limit)
@@ -133,7 +137,6 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             if options.recency_half_life:
                 fused, ages = recency(fused, chunk_dates(conn, fused), options.recency_half_life,
                                       now or dt.datetime.now())
-            keep = max(limit, settings.top_n) if settings else limit
             pairs = result_rows(conn, index.config, fused[:keep], fq.terms, mode)
             candidates = rerank_candidates(conn, pairs[:settings.top_n]) if settings else []
             named_paths = {p: kind for n, kind in named if (p := path_of(conn, n))} if options.explain else {}
@@ -377,6 +380,8 @@ Z_NOISE, Z_SURE = 3.5, 6.5
 TRANSLATED_TRUST = 0.8
 # The hybrid's default --min-score: below it a note is a neighbour, not an answer.
 DEFAULT_MIN_RELEVANCE = 0.15
+EVIDENCE_DEPTH = 4        # notes weighed per result asked for ...
+MIN_EVIDENCE_NOTES = 40   # ... and at least this many
 # ... when some note's relevance reaches STRONG_RELEVANCE; otherwise the
 # query gets only its WEAK_LIMIT best notes.
 STRONG_RELEVANCE = 0.4
