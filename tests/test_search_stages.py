@@ -138,3 +138,15 @@ def test_min_score_is_checked_and_the_hybrid_default_is_its_own_cut():
     sent = query_string(SearchOptions(min_score=0.0).to_params())
     assert "min_score=0" in sent and SearchOptions.from_params({"min_score": "0.0"}).min_score == 0.0
     assert "explain" not in query_string(SearchOptions(explain=False).to_params())
+
+
+def test_a_stand_in_holds_a_waiting_notes_place_in_the_vector_list_without_claiming_it():
+    from vault_search.fusion import rrf
+    from vault_search.keyword import ChunkHit
+
+    keyword = [ChunkHit(10, 1, 9.0, 1), ChunkHit(20, 2, 8.0, 2)]
+    vector = [ChunkHit(30, 3, 0.9, 1), ChunkHit(10, 1, 0.0, 1, stand_in=True), ChunkHit(20, 2, 0.8, 2)]
+    fused = {f.note_id: f for f in rrf({"fts": keyword, "vector": vector}, {"fts": 1.0, "vector": 1.0}, k=10)}
+    assert fused[1].score == pytest.approx(1 / 11 + 1 / 12)        # its keyword rank, and its place held
+    assert "vector" not in fused[1].ranks and fused[1].scores == {"fts": 9.0}
+    assert fused[2].ranks == {"fts": 2, "vector": 3}

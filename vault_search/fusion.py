@@ -59,6 +59,8 @@ def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float] | None = Non
             if f is None:
                 f = fused[hit.note_id] = Fused(hit.note_id, 0.0, hit.chunk_id)
             f.score += w / (k + rank)
+            if hit.stand_in:
+                continue   # a place held for a note the list cannot see: it adds to the score only
             f.ranks[name] = rank
             f.scores[name] = hit.score
             f.chunks[name] = hit.chunk_id

@@ -26,6 +26,7 @@ class ChunkHit:
     score: float   # -bm25 or cosine: higher is better
     rank: int      # 1-based rank among chunks
     z: float | None = None   # vector hits: standard deviations above the query's typical chunk
+    stand_in: bool = False   # holds a waiting note's place in the vector list (search.completed_vector_list)
 
 
 def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, depth: int) -> list[ChunkHit]:

@@ -118,6 +118,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
                                               note_depth(mode, limit, options.depth), translation)
             embedded, chunks = vector_coverage(conn, index.model_spec)
+            if embedded < chunks and mode == "hybrid":
+                lists = completed_vector_list(index, lists)
             if embedded < chunks:
                 warnings.append(f"{chunks - embedded} of {chunks} chunks still wait for a vector: vector search "
                                 "sees the others only (`vault-search index`, or a running `serve`, embeds them)")
@@ -343,6 +345,33 @@ def vector_coverage(conn: sqlite3.Connection, model: str | None) -> tuple[int, i
     return min(int(state.get("rows", 0)) if state else 0, chunks), chunks
 
 
+def completed_vector_list(index: Index, lists: dict[str, list[ChunkHit]]) -> dict[str, list[ChunkHit]]:
+    """Stage 3c, while chunks still wait for a vector: the vector list with each
+    keyword hit whose note has no vector yet put in at its keyword rank. The
+    vector list cannot see such a note, so on its own it ranks every note that
+    happens to have vectors above it; a note still waiting is assumed to stand
+    where its keywords put it (no evidence either way), notes with vectors
+    where their vectors put them. The stand-ins count in the fusion only
+    (``ChunkHit.stand_in``): no result says it was found by its vector."""
+    vector, keyword = lists.get("vector", []), lists.get("fts", [])
+    if not vector or not keyword:
+        return lists
+    listed = {h.note_id for h in vector}
+    candidates = [h.note_id for h in keyword if h.note_id not in listed]
+    if not candidates:
+        return lists
+    import numpy as np
+
+    marks = ",".join("?" * len(candidates))
+    rows = index.conn.execute(f"SELECT id, note_id FROM chunks WHERE note_id IN ({marks})", candidates).fetchall()
+    ids = np.fromiter((cid for cid, _ in rows), dtype=np.int64, count=len(rows))
+    seen = np.isin(ids, index.vectors().ids)
+    embedded = {note for (_, note), has in zip(rows, seen) if has}
+    waiting = [(h.rank, 1, h) for h in keyword if h.note_id not in listed and h.note_id not in embedded]
+    merged = sorted([(h.rank, 0, h) for h in vector] + waiting, key=lambda item: (item[0], item[1]))
+    return {**lists, "vector": [replace(h, stand_in=True) if source else h for _, source, h in merged]}
+
+
 @dataclass(frozen=True)
 class Fusion:
     fused: list[Fused]            # best first
@@ -368,7 +397,7 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
         # The translation stands in for the words the index does not know.
         weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (coverage or 0.0))
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
-        weights["vector"] *= embedded_share ** 2
+        weights["vector"] *= embedded_share ** PARTIAL_POWER
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None)
 
 
@@ -380,6 +409,9 @@ Z_NOISE, Z_SURE = 3.5, 6.5
 TRANSLATED_TRUST = 0.8
 # The hybrid's default --min-score: below it a note is a neighbour, not an answer.
 DEFAULT_MIN_RELEVANCE = 0.15
+# While chunks wait for a vector, the vector list weighs (embedded share) ** PARTIAL_POWER;
+# measured on the dev set's half-embedded copies: 0 and 1 ranked below 2.
+PARTIAL_POWER = 2
 EVIDENCE_DEPTH = 4        # notes weighed per result asked for ...
 MIN_EVIDENCE_NOTES = 40   # ... and at least this many
 # ... when some note's relevance reaches STRONG_RELEVANCE; otherwise the
