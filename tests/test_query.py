@@ -82,11 +82,11 @@ def test_a_query_of_function_words_only_searches_them_all():
     assert q.match == '"how" OR "to"' and q.only_stop_words and q.stop_words == []
 
 
-def test_coverage_weighs_words_by_idf_and_a_typo_no_more_than_the_rarest_known_word(fts):
-    from vault_search.keyword import Frequencies, term_weights
+def test_coverage_weighs_words_by_idf_and_a_typo_as_a_word_one_chunk_has(fts):
+    from vault_search.keyword import Frequencies, idf, term_weights
 
     freqs = Frequencies(chunks=100, df={"tasks": 60, "deadline": 2, "obsidain": 0})
     w = term_weights(freqs)
-    assert w["deadline"] > w["tasks"] and w["obsidain"] == w["deadline"]
+    assert w["deadline"] > w["tasks"] and w["obsidain"] == idf(1, 100) > w["deadline"]
     foreign = term_weights(Frequencies(chunks=100, df={"设置": 0, "日期": 0}))
     assert foreign == {"设置": 1.0, "日期": 1.0}

@@ -64,14 +64,14 @@ def term_coverage(conn: sqlite3.Connection, terms: list[str], freqs: Frequencies
 
 
 def term_weights(freqs: Frequencies) -> dict[str, float]:
-    """Each term's IDF. A term no chunk contains weighs as much as the query's
-    rarest known word: a typo or a word the notes never use ("obsidain")
-    says no more than that, and at full IDF it would outweigh every word
-    that is there. When the index knows none of the words (a question in
-    another language), all weigh the same."""
-    known = [idf(df, freqs.chunks) for df in freqs.df.values() if df]
-    cap = max(known) if known else 1.0
-    return {t: idf(df, freqs.chunks) if df else cap for t, df in freqs.df.items()}
+    """Each term's IDF. A term no chunk contains weighs as a word one chunk has:
+    a typo or a word the notes never use ("obsidain") says no more than the
+    rarest word, and at the IDF of df = 0 it would outweigh every word that is
+    there. When the index knows none of the words (a question in another
+    language), all weigh the same."""
+    if not any(freqs.df.values()):
+        return dict.fromkeys(freqs.df, 1.0)
+    return {t: idf(max(df, 1), freqs.chunks) for t, df in freqs.df.items()}
 
 
 @dataclass
