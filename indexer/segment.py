@@ -115,7 +115,7 @@ class _BaseDictionary:
         import jieba
 
         jieba.setLogLevel(logging.WARNING)
-        cache_dir = _cache_dir()
+        cache_dir = user_cache_dir()
         dict_path = jieba.get_dict_file().name if hasattr(jieba, "get_dict_file") else ""
         stamp = f"{jieba.__version__}-{_file_stamp(jieba.DEFAULT_DICT or dict_path)}"
         pickled = cache_dir / f"jieba-{stamp}.pickle" if cache_dir else None
@@ -141,9 +141,12 @@ class _BaseDictionary:
         return tk.FREQ, tk.total
 
 
-def _cache_dir() -> Path | None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    path = Path(base) / "vault-search"
+def user_cache_dir(path: Path | None = None) -> Path | None:
+    """``path`` or ``$XDG_CACHE_HOME/vault-search`` (jieba's and the dictionary's
+    caches), created; None when it cannot be."""
+    if path is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+        path = Path(base) / "vault-search"
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return path

