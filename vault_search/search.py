@@ -447,8 +447,11 @@ def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, transla
     if translation is not None:
         words = list(dict.fromkeys([*fq.terms, *(w for ws in translation.sources.values() for w in ws)]))
         found = chunks_containing(conn, words, chunk_ids)
-        freqs = document_frequencies(conn, words)
-        specific = {w: idf(df, freqs.chunks) / idf(0, freqs.chunks) for w, df in freqs.df.items()}
+        # The query's own words were counted in stage 2; only the translations are new.
+        known = freqs.df if freqs else {}
+        counted = document_frequencies(conn, [w for w in words if w not in known])
+        df = {**known, **counted.df}
+        specific = {w: idf(n, counted.chunks) / idf(0, counted.chunks) for w, n in df.items()}
 
     def credit(term: str, chunk: int) -> float:
         """How well ``chunk`` answers one query word: the most specific of the
