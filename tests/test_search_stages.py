@@ -125,6 +125,32 @@ def test_title_grams_tolerate_typos_and_word_order():
     assert grams("") == set() and grams("!!!") == set()
 
 
+def test_a_sentence_is_never_a_name_for_the_title_list(tmp_path):
+    from vault_search.keyword import ChunkHit
+    from vault_search.search import MAX_NAME_WORDS, title_list
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    title = "Dexamethasone and risk of postoperative bleeding in tonsillectomy"
+    (vault / "paper.md").write_text(f"# {title}\n\nAbstract text.\n", encoding="utf-8")
+    with Index.open(vault, tmp_path / "index", create=True) as idx:
+        idx.sync()
+        note, chunk = idx.conn.execute("SELECT note_id, id FROM chunks").fetchone()
+        found = {"fts": [ChunkHit(chunk, note, 1.0, 1)]}
+        short = "dexamethasone postoperative bleeding tonsillectomy"
+        claim = "Dexamethasone decreases the risk of postoperative bleeding in children after tonsillectomy surgery"
+        assert [h.note_id for h in title_list(idx.conn, short, found)] == [note]
+        assert len(claim.split()) > MAX_NAME_WORDS and title_list(idx.conn, claim, found) == []
+
+
+def test_keyword_weight_is_full_from_full_coverage_and_squared_below():
+    from vault_search.fusion import FULL_COVERAGE, keyword_weight
+
+    assert keyword_weight(1.0, 1.5) == keyword_weight(FULL_COVERAGE, 1.5) == 1.5
+    assert keyword_weight(FULL_COVERAGE / 2) == pytest.approx(0.25)
+    assert keyword_weight(0.0) == 0.0 and keyword_weight(0.1) < 0.02
+
+
 def test_min_score_is_checked_and_the_hybrid_default_is_its_own_cut():
     from vault_search.search import min_score
 

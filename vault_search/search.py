@@ -90,6 +90,8 @@ MIN_TRANSLATION_WEIGHT = 0.2   # rarer senses drift off the topic
 # (Dice) is listed by the title list (stage 3b), fused with TITLE_WEIGHT.
 TITLE_SIMILARITY = 0.5
 TITLE_WEIGHT = 1.0
+# A longer query is a sentence, not a (misremembered) name: no title list.
+MAX_NAME_WORDS = 8
 
 Pair = tuple[Fused, SearchResult]   # a result and how it was ranked
 
@@ -269,12 +271,12 @@ def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[Chunk
                filters: SearchFilters | None = None) -> list[ChunkHit]:
     """Stage 3b: the notes found by the other lists whose title, alias or file
     name looks like the query (Dice coefficient of character n-grams at least
-    TITLE_SIMILARITY), most alike first, each by its opening chunk. People
-    misremember names: "Quick Refrence table" is the note "Quick Reference",
-    "customised grouping with functions" is "Custom Grouping"."""
+    TITLE_SIMILARITY), most alike first, each by its opening chunk; none for a
+    query of more than MAX_NAME_WORDS words. People misremember names: "Quick
+    Refrence table" is the note "Quick Reference", "customised grouping with functions" is "Custom Grouping"."""
     wanted = grams(query)
     notes = list(dict.fromkeys(h.note_id for hits in lists.values() for h in hits))
-    if not wanted or not notes or len(query) > MAX_NAME_QUERY_CHARS:
+    if not wanted or not notes or len(WORD_RE.findall(query)) > MAX_NAME_WORDS:
         return []
     marks = ",".join("?" * len(notes))
     best: dict[int, float] = {}
