@@ -7,20 +7,18 @@ it is never indexed itself), plus whatever the caller adds for one run.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
-import re
 import sqlite3
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tomllib
 
+from . import locate
 from .errors import ConfigError, VaultNotFoundError
+from .locate import CONFIG_FILE, INDEX_DB
 
-CONFIG_FILE = ".vault-search.toml"
 INDEX_DIR_ENV = "VAULT_SEARCH_INDEX_DIR"
-CEILING_ENV = "VAULT_SEARCH_CEILING"   # folders the search for the vault never reaches
 # Large enough for the longest real notes we have seen (130 KB reading notes)
 # a hundred times over; a bigger ".md" is almost always an export or a dump,
 # and segmenting 20 MB of Han text would stall a sync for tens of seconds.
@@ -39,7 +37,6 @@ KNOWN_SETTINGS = ("ignore", "include_dot", "max_file_mb", "vault_name", "stale_f
 # Settings that look as if they belong here but live elsewhere.
 MISPLACED_SETTINGS = {"rerank": "rerank settings live in $XDG_CONFIG_HOME/vault-search/config.toml, "
                                 "never in the vault"}
-INDEX_DB = "index.db"  # indexer.store.DB_NAME (not imported: config stays free of the store)
 
 
 @dataclass(frozen=True)
@@ -72,10 +69,7 @@ def default_index_dir(vault: Path) -> Path:
     Outside the vault on purpose: sync tools (iCloud, Dropbox, Syncthing)
     corrupt SQLite files they copy while they are open.
     """
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
-    name = re.sub(r"[^\w.-]+", "_", vault.name).strip("._") or "vault"
-    digest = hashlib.sha1(str(vault).encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    return Path(base) / "vault-search" / f"{name}-{digest}"
+    return Path(locate.default_index_dir(str(vault)))
 
 
 def load_config(vault: str | os.PathLike | None = None,
@@ -148,31 +142,7 @@ def find_vault(start: Path, index_dir: Path | None = None) -> Path:
         recorded = _recorded_vault(index_dir)
         if recorded is not None and (recorded == start or recorded in start.parents):
             return recorded
-    for folder in _walk_up(start):
-        if (_exists(folder / ".obsidian", Path.is_dir) or _exists(folder / CONFIG_FILE, Path.is_file)
-                or _exists(default_index_dir(folder) / INDEX_DB, Path.is_file)):
-            return folder
-    return start
-
-
-def _walk_up(start: Path) -> list[Path]:
-    """``start`` and the folders above it, stopping below the home folder
-    (a stray settings file or index in ``~`` must not make the whole home a
-    vault) and at ``$VAULT_SEARCH_CEILING`` folders (``:``-separated, like
-    git's GIT_CEILING_DIRECTORIES); ``start`` itself always counts."""
-    ceilings = {Path(p).expanduser().resolve() for p in os.environ.get(CEILING_ENV, "").split(os.pathsep) if p}
-    try:
-        ceilings.add(Path.home().resolve())
-    except (RuntimeError, KeyError):  # no home folder
-        pass
-    folders = [start]
-    if start in ceilings:
-        return folders
-    for folder in start.parents:
-        if folder in ceilings:
-            break
-        folders.append(folder)
-    return folders
+    return Path(locate.nearest_vault(str(start)))
 
 
 def _exists(path: Path, test) -> bool:

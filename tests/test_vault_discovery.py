@@ -90,3 +90,23 @@ def test_a_settings_file_in_the_home_folder_never_makes_home_the_vault(tmp_path)
     r = subprocess.run([str(CLI), "index", "--no-embed"], cwd=tmp_path / "top" / "a" / "b", capture_output=True,
                        text=True, env=ceiling, timeout=300)
     assert r.returncode == 0 and "1 notes scanned" in r.stdout, r.stdout
+
+
+def test_the_index_folder_name_keeps_what_the_regex_kept():
+    """indexer.locate avoids ``re``, so the thin client starts fast; the name
+    must stay what ``re.sub(r"[^\\w.-]+", "_", name).strip("._")`` gave, or
+    every existing index would be orphaned."""
+    import re
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from indexer.locate import safe_name
+
+    @given(st.text(max_size=30))
+    def same(name):
+        assert safe_name(name) == (re.sub(r"[^\w.-]+", "_", name).strip("._") or "vault")
+
+    same()
+    assert safe_name("My Vault (2026)") == "My_Vault_2026" and safe_name("笔记 库") == "笔记_库"
+    assert safe_name("...") == "vault" and safe_name("a\0b") == "a_b"

@@ -238,7 +238,7 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
     from dataclasses import replace
 
     from .options import SearchOptions
-    from .render import printable, render_markdown, render_paths, render_paths0, render_search
+    from .render import cli_output, printable, render_markdown, render_paths, render_paths0
     from .results import SearchResponse
 
     text = " ".join(query)
@@ -261,8 +261,8 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
             settings = RerankSettings.load(rerank_url, rerank_model, hint="; or pass --rerank-url and --rerank-model")
         with _open(ctx) as idx:
             response = idx.search(text, options, rerank_settings=settings)
-    if fmt == "json":
-        click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
+    if fmt in ("text", "json"):
+        click.echo(cli_output(response, fmt), nl=False)
     elif fmt in ("paths", "paths0", "md"):
         if fmt == "paths0":
             click.echo(render_paths0(response), nl=False)  # bytes: written as they are, never ANSI-stripped
@@ -270,8 +270,6 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
             click.echo(render_paths(response) if fmt == "paths" else render_markdown(response))
         for warning in response.warnings:
             click.echo(f"warning: {printable(warning)}", err=True)
-    else:
-        click.echo(render_search(response))
 
 
 def _ask_server(ctx, text, options) -> dict | None:

@@ -7,10 +7,11 @@ server answers costs a small process plus one round trip on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import os
 from http.client import HTTPConnection, HTTPException
 from pathlib import Path
 from urllib.parse import urlencode
+
+from .fast import alive
 
 SERVER_FILE = "server.json"
 TIMEOUT_S = 30.0
@@ -29,12 +30,8 @@ def find_server(index_dir: Path, vault: Path) -> tuple[str, int] | None:
         return None
     if info.get("vault") != str(vault):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not alive(pid):
         return None
-    except PermissionError:
-        pass  # alive, another user's
     try:
         status, health = request((host, port), "/health", {}, timeout=PROBE_TIMEOUT_S)
     except (OSError, ValueError, HTTPException):

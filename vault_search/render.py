@@ -9,6 +9,7 @@ could retitle, clear or spoof the user's terminal.
 
 from __future__ import annotations
 
+import json
 import re
 
 import click
@@ -43,6 +44,18 @@ def highlight(text: str, terms: list[str]) -> str:
         pos = end
     out.append(printable(text[pos:]))
     return "".join(out)
+
+
+def cli_output(response: SearchResponse, fmt: str, color: bool = True) -> str:
+    """Exactly what `vault-search search --format FMT` prints ("text" or
+    "json"), newline included; without ``color`` as click prints it to a
+    pipe (ANSI codes stripped)."""
+    if fmt == "json":
+        out = json.dumps(response.to_dict(), ensure_ascii=False, indent=2)
+    else:
+        out = render_search(response)
+        out = out if color else click.unstyle(out)
+    return out + "\n"
 
 
 def render_search(response: SearchResponse) -> str:

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 from indexer import __version__
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
 
-from .options import SearchOptions, read_int, read_text
+from .options import SearchOptions, read_flag, read_int, read_text
 from .service import SearchService
 
 log = logging.getLogger("vault_search.server")
@@ -175,7 +175,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(400, {"error": f"{endpoint} takes no parameter {unknown[0]!r}"
                                              + (f" (did you mean {close[0]!r}?)" if close else "")})
         try:
-            self._send(200, route(params))
+            answer = route(params)
+            if isinstance(answer, Rendered):
+                self._send_text(answer)
+            else:
+                self._send(200, answer)
         except WrongVaultError as exc:
             self._send(409, {"error": str(exc)})
         except (UsageValueError, ValueError, TypeError) as exc:
@@ -207,6 +211,25 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def _send_text(self, answer: Rendered) -> None:
+        """What the CLI would print, as UTF-8 text, with this process's pid
+        (the thin client checks it against server.json)."""
+        try:
+            body = answer.text.encode("utf-8")
+        except UnicodeEncodeError:   # a file name that is not UTF-8: the full CLI prints it its own way
+            return self._send(422, {"error": "the answer is not valid UTF-8; ask for JSON"})
+        self.server.connections.writing(self.connection)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Vault-Search-Pid", str(os.getpid()))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
     # -- endpoints --------------------------------------------------------
     @property
     def service(self) -> SearchService:
@@ -219,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
         return {"ok": True, "vault": str(self.service.config.vault), "pid": os.getpid(),
                 "version": __version__}
 
-    def _search(self, params) -> dict:
+    def _search(self, params) -> dict | Rendered:
         service = self.service
         vault = read_text(params, "vault")
         if vault is not None and vault != str(service.config.vault):
@@ -233,7 +256,16 @@ class _Handler(BaseHTTPRequestHandler):
             # only: a request never chooses where note text (or the key) goes.
             settings = RerankSettings.load(hint=" where the server runs (a request cannot name an endpoint)")
         query = read_text(params, "query", "q") or ""
-        return service.search(query, options, rerank_settings=settings).to_dict()
+        render = read_text(params, "render")
+        if render is not None and render not in RENDERED_FORMATS:
+            raise UsageValueError(f"render must be one of {', '.join(RENDERED_FORMATS)}")
+        color = read_flag(params, "color")
+        response = service.search(query, options, rerank_settings=settings)
+        if render is None:
+            return response.to_dict()
+        from .render import cli_output
+
+        return Rendered(cli_output(response, render, color))
 
     def _links(self, params) -> dict:
         path = read_text(params, "path")
@@ -263,13 +295,23 @@ LIST_PARAMS = SearchOptions.list_param_names()
 # other parameter is a 400, so a misspelt one is never ignored. The README's
 # endpoint table is checked against this (tests/test_docs.py).
 ENDPOINTS: dict[str, tuple[str, ...]] = {
-    "/search": ("query", "q", *SearchOptions.param_names(), "vault"),
+    "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color"),
     "/get": ("path", "start", "end"),
     "/links": ("path",),
     "/tags": (),
     "/status": (),
     "/health": (),
 }
+
+
+# /search?render=FORMAT answers with what `vault-search search --format FORMAT`
+# prints (the thin client, vault_search.fast, writes it as it comes).
+RENDERED_FORMATS = ("text", "json")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
 
 
 class WrongVaultError(UsageValueError):
@@ -392,7 +434,7 @@ class VaultHTTPServer(ThreadingHTTPServer):
         if self.service is None:
             raise ValueError("VaultHTTPServer.start needs the SearchService to serve")
         write_server_file(self.service.config.index_dir, str(self.server_address[0]), self.server_port,
-                          self.service.config.vault)
+                          self.service.config.vault, self.service.config.warnings)
         threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
         return self
 
@@ -434,10 +476,24 @@ class VaultHTTPServer(ThreadingHTTPServer):
         log.exception("request from %s failed", client_address)
 
 
-def write_server_file(index_dir: Path, host: str, port: int, vault: Path) -> Path:
+def write_server_file(index_dir: Path, host: str, port: int, vault: Path,
+                      config_warnings: tuple[tuple[str, str], ...] = ()) -> Path:
+    """``server.json``: where clients find this server. The thin client
+    (vault_search.fast) trusts it only while the vault's settings file is
+    the one read here (its mtime), and prints the settings' warnings as the
+    full CLI would."""
+    from indexer.locate import CONFIG_FILE
+
+    from .render import printable
+
     path = Path(index_dir) / SERVER_FILE
+    try:
+        config_mtime: int | None = os.stat(Path(vault) / CONFIG_FILE).st_mtime_ns
+    except OSError:
+        config_mtime = None
     data = {"pid": os.getpid(), "host": "127.0.0.1" if host in ("0.0.0.0", "::", "") else host, "port": port,
-            "vault": str(vault), "version": __version__, "started": time.time()}
+            "vault": str(vault), "version": __version__, "started": time.time(), "config_mtime": config_mtime,
+            "config_warnings": [f"warning: {file}: {printable(message)}" for file, message in config_warnings]}
     fd, tmp = tempfile.mkstemp(dir=index_dir, prefix=SERVER_FILE, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh)
