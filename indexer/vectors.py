@@ -26,6 +26,7 @@ import numpy as np
 from . import faults
 from .chunk import passage_text
 from .embed import Embedder
+from .embed_cache import EmbeddingCache, text_digest
 from .store import set_meta, transaction, vectors_state
 
 VECTORS_FILE = "vectors.npy"
@@ -37,6 +38,7 @@ Progress = Callable[[int, int], None]
 class EmbedReport:
     model: str
     embedded: int = 0      # passages sent to the model this run
+    cached: int = 0        # passages whose vector came from the user's embedding cache
     waiting: int = 0       # chunks still without a vector (interrupted or --no-embed)
     rows: int = 0          # rows in the matrix file
     seconds: float = 0.0
@@ -73,15 +75,27 @@ def count_waiting(conn: sqlite3.Connection, fingerprint: str) -> int:
 
 
 def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progress | None = None,
-                  limit: int | None = None) -> int:
-    """Embed every chunk text that has no vector yet, committing each batch.
+                  limit: int | None = None, cache: EmbeddingCache | None = None) -> tuple[int, int]:
+    """Give every chunk text that has no vector yet one, committing each
+    batch: from the user's embedding ``cache`` where it has the text's
+    vector, else from the model (and into the cache).
 
     ``limit`` stops after that many passages (tests use it to stand in for a
-    killed run). Returns how many passages were embedded.
+    killed run). Returns (passages embedded by the model, taken from the cache).
     """
     todo = pending(conn, embedder.fingerprint)
     if limit is not None:
         todo = todo[:limit]
+    total = len(todo)
+    fingerprint = embedder.fingerprint
+    digests = {h: text_digest(text) for h, text in todo} if cache is not None else {}
+    cached = cache.get(fingerprint, embedder.dim, list(digests.values())) if cache is not None else {}
+    hits = [(h, cached[digests[h]]) for h, _ in todo if digests.get(h) in cached]
+    for start in range(0, len(hits), 500):
+        _store(conn, fingerprint, hits[start:start + 500])
+        if progress:
+            progress(min(start + 500, len(hits)), total)
+    todo = [item for item in todo if digests.get(item[0]) not in cached]
     # Similar lengths in one batch waste less padding.
     todo.sort(key=lambda item: len(item[1]))
     done = 0
@@ -90,14 +104,20 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         vectors = np.asarray(embedder.embed_passages([text for _, text in batch]), dtype=np.float32)
         if vectors.shape != (len(batch), embedder.dim):
             raise ValueError(f"embedder returned shape {vectors.shape}, expected {(len(batch), embedder.dim)}")
-        with transaction(conn, "embeddings"):
-            conn.executemany("INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
-                             [(embedder.fingerprint, h, v.tobytes()) for (h, _), v in zip(batch, vectors)])
+        _store(conn, fingerprint, [(h, v) for (h, _), v in zip(batch, vectors)])
+        if cache is not None:
+            cache.put(fingerprint, [(digests[h], v) for (h, _), v in zip(batch, vectors)])
         done += len(batch)
         faults.point("embed-batch")
         if progress:
-            progress(done, len(todo))
-    return done
+            progress(len(hits) + done, total)
+    return done, len(hits)
+
+
+def _store(conn: sqlite3.Connection, fingerprint: str, rows: list[tuple[str, np.ndarray]]) -> None:
+    with transaction(conn, "embeddings"):
+        conn.executemany("INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                         [(fingerprint, h, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for h, v in rows])
 
 
 def matrix_from_db(conn: sqlite3.Connection, fingerprint: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -203,13 +223,14 @@ _last_publish: dict[str, float] = {}
 
 
 def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder,
-                   progress: Progress | None = None, limit: int | None = None) -> EmbedReport:
+                   progress: Progress | None = None, limit: int | None = None,
+                   cache: EmbeddingCache | None = None) -> EmbedReport:
     """Embed what waits (at most ``limit`` passages), then publish the matrix."""
     t0 = time.perf_counter()
     report = EmbedReport(model=embedder.spec)
     interrupted = True
     try:
-        report.embedded = embed_pending(conn, embedder, progress, limit)
+        report.embedded, report.cached = embed_pending(conn, embedder, progress, limit, cache)
         interrupted = False
     finally:
         report.waiting = count_waiting(conn, embedder.fingerprint)

@@ -47,6 +47,7 @@ from .sync import Progress, SyncReport, load_segmenter, sync_vault
 
 if TYPE_CHECKING:
     from .embed import Embedder
+    from .embed_cache import EmbeddingCache
 
 REBUILD_DIR = "rebuild"   # `index --rebuild` builds here, beside the live index, and swaps in when done
 REBUILD_LOCK = "rebuild.lock"   # held by the one rebuild running
@@ -75,6 +76,7 @@ class IndexWriter:
         self._rebuild_of: Path | None = None   # set while this is a rebuild of that folder's index
         self._rebuild_lock = None   # the open rebuild.lock while this writer is a rebuild
         self._previous_model: str | None = None
+        self._cache: EmbeddingCache | None = None
 
     # -- 1. open -------------------------------------------------------------
     @classmethod
@@ -137,7 +139,17 @@ class IndexWriter:
 
     def close(self) -> None:
         self.conn.close()
+        if self._cache is not None:
+            self._cache.close()
         self._release_rebuild()
+
+    def embedding_cache(self) -> EmbeddingCache:
+        """The user's embedding cache (indexer/embed_cache.py), opened on first use."""
+        if self._cache is None:
+            from .embed_cache import EmbeddingCache
+
+            self._cache = EmbeddingCache()
+        return self._cache
 
     def _release_rebuild(self) -> None:
         if self._rebuild_lock is not None:
@@ -227,8 +239,11 @@ class IndexWriter:
             from .vectors import embedding_pass
 
             # `embed` always chose an embedder (_embedder_for_sync).
+            cache = self.embedding_cache()
             report.embedding = embedding_pass(self.conn, self.config.index_dir, cast("Embedder", embedder),
-                                              embed_progress, embed_limit)
+                                              embed_progress, embed_limit, cache)
+            if report.embedding.embedded:
+                cache.trim()
             self.generation += 1
         return report
 

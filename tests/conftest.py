@@ -34,6 +34,15 @@ def copy_tree(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.fixture(autouse=True)
+def own_embedding_cache(tmp_path_factory, monkeypatch) -> Path:
+    """Each test its own embedding cache (indexer/embed_cache.py), so that one
+    test's vectors never stand in for another's embedding."""
+    path = tmp_path_factory.mktemp("embedding-cache")
+    monkeypatch.setenv("VAULT_SEARCH_CACHE_DIR", str(path))
+    return path
+
+
 @pytest.fixture
 def vault(tmp_path) -> Path:
     """A fresh copy of the bundled sample vault."""

@@ -179,9 +179,42 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
     if report.embedding:
         e = report.embedding
         rate = f" ({e.embedded / e.seconds:.1f} chunks/s)" if e.embedded and e.seconds else ""
-        click.echo(f"embeddings ({e.model}): {e.embedded} chunks embedded in {e.seconds:.2f} s{rate}; "
+        cached = f", {e.cached} from the embedding cache" if e.cached else ""
+        click.echo(f"embeddings ({e.model}): {e.embedded} chunks embedded in {e.seconds:.2f} s{rate}{cached}; "
                    f"{e.rows} in the matrix, {e.waiting} waiting")
     click.echo(f"index: {config.index_dir}")
+
+
+@main.command()
+@click.option("--clear", is_flag=True, help="Forget every cached vector.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def cache(clear, as_json):
+    """Show (or --clear) the embedding cache that outlives an index.
+
+    Vectors are kept by model and by the exact text embedded, in
+    $XDG_CACHE_HOME/vault-search/embeddings.db (bounded by
+    $VAULT_SEARCH_CACHE_MB, default 1024; least recently used out), so
+    `index --rebuild` or a second index of the same notes embeds nothing twice.
+    """
+    from indexer.embed_cache import EmbeddingCache
+
+    store = EmbeddingCache()
+    try:
+        cleared = store.clear() if clear else None
+        stats = store.stats()
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps({**stats.to_dict(), **({"cleared": cleared} if clear else {})}, indent=2))
+        return
+    if clear:
+        click.echo(f"cleared {cleared} vectors")
+    click.echo(f"embedding cache: {stats.path}")
+    click.echo(f"{stats.entries} vectors, {stats.bytes / 1048576:.1f} MB of {stats.max_bytes / 1048576:.0f} MB")
+    for model, count in sorted(stats.models.items()):
+        click.echo(f"  {count:>8}  {model}")
+    if stats.error:
+        click.echo(f"warning: the cache is not in use: {stats.error}", err=True)
 
 
 @main.command()

@@ -1,0 +1,258 @@
+"""The embedding cache that outlives an index.
+
+Vectors keyed by (model fingerprint, SHA-256 of the exact text embedded), in
+one SQLite file in ``$XDG_CACHE_HOME/vault-search/`` (``$VAULT_SEARCH_CACHE_DIR``
+overrides the folder): `index --rebuild`, a second index of the same vault, a
+model switched back, or a note copied into another vault embeds nothing it
+has embedded before. The file is bounded (``$VAULT_SEARCH_CACHE_MB``, default
+DEFAULT_MAX_MB): past the bound the least recently used vectors go.
+
+A cache is only ever a shortcut, never a source of truth: each row carries a
+CRC-32 of its vector and the vector's dimension, a row that fails either (or
+is not a unit vector) is dropped and embedded again, a file that is not a
+database is set aside and started afresh, and any error of the cache itself
+(a locked, full or read-only disk) turns the cache off for the run with a
+warning: the index is built as if there were none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import faults
+
+log = logging.getLogger("vault_search.cache")
+
+CACHE_DIR_ENV = "VAULT_SEARCH_CACHE_DIR"
+CACHE_MB_ENV = "VAULT_SEARCH_CACHE_MB"
+CACHE_FILE = "embeddings.db"
+DEFAULT_MAX_MB = 1024.0   # about 600k vectors of 384 dimensions
+TRIM_TO = 0.9             # past the bound, trim to this share of it
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    model  TEXT NOT NULL,      -- the embedder's fingerprint
+    digest BLOB NOT NULL,      -- SHA-256 of the embedded text
+    dim    INTEGER NOT NULL,
+    vector BLOB NOT NULL,      -- float32, dim values
+    crc    INTEGER NOT NULL,   -- zlib.crc32 of vector
+    used   INTEGER NOT NULL,   -- unix time of the last store or hit
+    PRIMARY KEY (model, digest)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
+"""
+
+
+def text_digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def cache_dir() -> Path:
+    given = os.environ.get(CACHE_DIR_ENV)
+    if given:
+        return Path(given).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "vault-search"
+
+
+def max_bytes() -> int:
+    raw = os.environ.get(CACHE_MB_ENV, "")
+    try:
+        mb = float(raw) if raw else DEFAULT_MAX_MB
+    except ValueError:
+        log.warning("%s=%r is not a number of MB; using %g", CACHE_MB_ENV, raw, DEFAULT_MAX_MB)
+        mb = DEFAULT_MAX_MB
+    return max(0, int(mb * 1024 * 1024))
+
+
+@dataclass
+class CacheStats:
+    path: str
+    entries: int = 0
+    bytes: int = 0            # the file's live pages
+    max_bytes: int = 0
+    models: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "entries": self.entries, "bytes": self.bytes, "max_bytes": self.max_bytes,
+                "models": self.models, "error": self.error}
+
+
+class EmbeddingCache:
+    """One user's cache file; every method is safe to call after a failure
+    (it then does nothing: ``broken`` says why)."""
+
+    def __init__(self, path: Path | None = None, limit: int | None = None):
+        self.path = Path(path) if path else cache_dir() / CACHE_FILE
+        self.limit = max_bytes() if limit is None else limit
+        self.broken: str | None = None
+        self.conn: sqlite3.Connection | None = None
+        self.hits = 0
+        self.dropped = 0       # rows that failed their check
+        if self.limit == 0:
+            self.broken = f"off ({CACHE_MB_ENV}=0)"
+            return
+        try:
+            self.conn = self._connect()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            self._fail(exc)
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for attempt in (1, 2):
+            conn = sqlite3.connect(self.path, timeout=5, isolation_level=None, check_same_thread=False)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(SCHEMA)
+                return conn
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if attempt == 2 or "locked" in str(exc) or "busy" in str(exc):
+                    raise
+                self._set_aside(exc)   # not a database, or damaged: start afresh
+        raise AssertionError("unreachable")
+
+    def _set_aside(self, exc: Exception) -> None:
+        aside = self.path.with_name(f"{self.path.name}.damaged-{int(time.time())}")
+        log.warning("embedding cache %s is damaged (%s); set aside as %s, starting a new one",
+                    self.path, exc, aside.name)
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except FileNotFoundError:
+                pass
+
+    def _fail(self, exc: Exception) -> None:
+        self.broken = f"{exc.__class__.__name__}: {exc}"
+        log.warning("embedding cache %s not used: %s", self.path, self.broken)
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+        self.conn = None
+
+    def get(self, model: str, dim: int, digests: list[bytes]) -> dict[bytes, np.ndarray]:
+        """The cached vectors among ``digests`` that pass their checks."""
+        if self.conn is None or not digests:
+            return {}
+        found: dict[bytes, np.ndarray] = {}
+        bad: list[bytes] = []
+        try:
+            for start in range(0, len(digests), 500):
+                part = digests[start:start + 500]
+                rows = self.conn.execute(
+                    f"SELECT digest, dim, vector, crc FROM vectors WHERE model = ? AND digest IN "
+                    f"({','.join('?' * len(part))})", (model, *part)).fetchall()
+                for digest, row_dim, blob, crc in rows:
+                    vector = _checked(blob, row_dim, crc, dim)
+                    if vector is None:
+                        bad.append(digest)
+                    else:
+                        found[digest] = vector
+            now = int(time.time())
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                if bad:
+                    self.conn.executemany("DELETE FROM vectors WHERE model = ? AND digest = ?",
+                                          [(model, d) for d in bad])
+                self.conn.executemany("UPDATE vectors SET used = ? WHERE model = ? AND digest = ?",
+                                      [(now, model, d) for d in found])
+        except (sqlite3.Error, OSError) as exc:
+            self._fail(exc)
+            return {}
+        if bad:
+            log.warning("embedding cache: %d damaged vectors ignored (embedded again)", len(bad))
+        self.dropped += len(bad)
+        self.hits += len(found)
+        return found
+
+    def put(self, model: str, items: list[tuple[bytes, np.ndarray]]) -> None:
+        if self.conn is None or not items:
+            return
+        now = int(time.time())
+        rows = []
+        for digest, vector in items:
+            blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+            rows.append((model, digest, int(vector.shape[0]), blob, zlib.crc32(blob), now))
+        try:
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.executemany("INSERT OR REPLACE INTO vectors (model, digest, dim, vector, crc, used) "
+                                      "VALUES (?, ?, ?, ?, ?, ?)", rows)
+                faults.point("cache-put")
+        except (sqlite3.Error, OSError) as exc:
+            self._fail(exc)
+
+    def live_bytes(self) -> int:
+        assert self.conn is not None
+        pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+        free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+        return (pages - free) * self.conn.execute("PRAGMA page_size").fetchone()[0]
+
+    def trim(self) -> int:
+        """Drop the least recently used vectors while the file is past its
+        bound; how many went."""
+        if self.conn is None:
+            return 0
+        try:
+            size = self.live_bytes()
+            if size <= self.limit:
+                return 0
+            count = self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            drop = count - int(count * TRIM_TO * self.limit / size)
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.execute("DELETE FROM vectors WHERE (model, digest) IN "
+                                  "(SELECT model, digest FROM vectors ORDER BY used LIMIT ?)", (max(drop, 1),))
+            return max(drop, 1)
+        except (sqlite3.Error, OSError) as exc:
+            self._fail(exc)
+            return 0
+
+    def stats(self) -> CacheStats:
+        out = CacheStats(path=str(self.path), max_bytes=self.limit, error=self.broken)
+        if self.conn is None:
+            return out
+        try:
+            out.models = dict(self.conn.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall())
+            out.entries = sum(out.models.values())
+            out.bytes = self.live_bytes()
+        except (sqlite3.Error, OSError) as exc:
+            out.error = str(exc)
+        return out
+
+    def clear(self) -> int:
+        """Forget every vector; how many there were."""
+        if self.conn is None:
+            return 0
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            n = self.conn.execute("DELETE FROM vectors").rowcount
+        self.conn.execute("VACUUM")
+        return n
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def _checked(blob: bytes, row_dim: int, crc: int, dim: int) -> np.ndarray | None:
+    """The row's vector when it is whole: the dimension asked for, its CRC,
+    finite and of unit length (every embedder normalises)."""
+    if row_dim != dim or len(blob) != 4 * dim or zlib.crc32(blob) != crc:
+        return None
+    vector = np.frombuffer(blob, dtype=np.float32)
+    norm = float(np.linalg.norm(vector)) if np.isfinite(vector).all() else 0.0
+    return vector if abs(norm - 1.0) < 1e-3 else None

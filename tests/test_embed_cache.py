@@ -1,0 +1,136 @@
+"""The embedding cache that outlives an index (indexer/embed_cache.py): a
+rebuild, a second index or a copied note embeds nothing it embedded before;
+damaged rows and files are detected and never trusted; the file stays
+bounded; a cache that fails never fails an index."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import CLI, copy_tree, run_cli, write
+
+from indexer.embed_cache import CACHE_FILE, EmbeddingCache, text_digest
+
+MODEL = "hash:64"
+
+
+def index(vault, index_dir, *args, env=None):
+    proc = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "index", "--json",
+                           "--model", MODEL, *args], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["embedding"], proc.stderr
+
+
+def paths(vault, index_dir, query):
+    proc = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "search", query,
+                           "--mode", "vector", "--format", "paths", "--no-server"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_a_rebuild_and_a_second_index_embed_nothing_twice(vault, tmp_path):
+    first, _ = index(vault, tmp_path / "a")
+    assert first["embedded"] > 20 and first["cached"] == 0
+    before = paths(vault, tmp_path / "a", "数据库 索引")
+    again, _ = index(vault, tmp_path / "a", "--rebuild")
+    other, _ = index(vault, tmp_path / "b")
+    assert (again["embedded"], again["cached"]) == (0, first["embedded"])
+    assert (other["embedded"], other["cached"]) == (0, first["embedded"])
+    assert paths(vault, tmp_path / "a", "数据库 索引") == paths(vault, tmp_path / "b", "数据库 索引") == before
+
+
+def test_a_note_copied_into_another_vault_takes_its_vectors_from_the_cache(vault, tmp_path):
+    index(vault, tmp_path / "a")
+    other = tmp_path / "other"
+    note = next(p for p in sorted(vault.rglob("*.md")) if not any(part.startswith(".") for part in p.parts))
+    write(other / note.name, note.read_bytes())
+    copied, _ = index(other, tmp_path / "b")
+    assert copied["embedded"] == 0 and copied["cached"] >= 1, (note, copied)
+
+
+def test_a_damaged_row_is_embedded_again_and_a_damaged_file_is_set_aside(vault, tmp_path, own_embedding_cache):
+    first, _ = index(vault, tmp_path / "a")
+    db = own_embedding_cache / CACHE_FILE
+    with sqlite3.connect(db) as conn:   # one vector flipped, its CRC left as it was
+        digest, blob = conn.execute("SELECT digest, vector FROM vectors LIMIT 1").fetchone()
+        conn.execute("UPDATE vectors SET vector = ? WHERE digest = ?", (bytes(b ^ 0xFF for b in blob), digest))
+    again, _ = index(vault, tmp_path / "b")
+    assert (again["embedded"], again["cached"]) == (1, first["embedded"] - 1)
+    assert paths(vault, tmp_path / "b", "数据库 索引") == paths(vault, tmp_path / "a", "数据库 索引")
+
+    for suffix in ("-wal", "-shm"):
+        (own_embedding_cache / (CACHE_FILE + suffix)).unlink(missing_ok=True)
+    db.write_bytes(b"this is not a database" * 100)
+    third, err = index(vault, tmp_path / "c")
+    assert (third["embedded"], third["cached"]) == (first["embedded"], 0)
+    assert any(p.name.startswith(CACHE_FILE + ".damaged-") for p in own_embedding_cache.iterdir())
+    fourth, _ = index(vault, tmp_path / "d")
+    assert (fourth["embedded"], fourth["cached"]) == (0, first["embedded"])
+
+
+def test_the_cache_is_bounded_and_keeps_the_most_recently_used(tmp_path):
+    cache = EmbeddingCache(tmp_path / CACHE_FILE, limit=10 ** 9)
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(400, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    digests = [text_digest(f"text {i}") for i in range(400)]
+    for start in range(0, 400, 100):
+        cache.put("m", list(zip(digests[start:start + 100], vectors[start:start + 100])))
+        cache.conn.execute("UPDATE vectors SET used = used - ? WHERE used > 1000", (1000 - start,))
+    assert cache.get("m", 384, digests[:5])   # the oldest five, used again: now the newest
+    cache.limit = cache.live_bytes() // 2
+    dropped = cache.trim()
+    assert dropped > 100 and cache.live_bytes() <= cache.limit
+    kept = cache.get("m", 384, digests)
+    assert set(digests[:5]) <= set(kept) and digests[5] not in kept and digests[-1] in kept
+    assert np.array_equal(kept[digests[-1]], vectors[-1])
+    assert cache.get("m", 128, digests[-3:]) == {}   # another dimension: never trusted
+    assert cache.get("other model", 384, digests[-3:]) == {}
+    cache.close()
+
+
+@pytest.mark.parametrize("fault", ["cache-put=oserror", "cache-put=dberror", "cache-put=interrupt",
+                                   "cache-put=kill"])
+def test_a_failing_cache_never_fails_an_index_and_keeps_no_half_write(vault, tmp_path, fault, own_embedding_cache):
+    clean, _ = index(vault, tmp_path / "clean", env=None)
+    for name in list(own_embedding_cache.iterdir()):
+        name.unlink()
+    r = run_cli(vault, tmp_path / "a", "index", "--model", MODEL, fault=fault)
+    if "interrupt" in fault:
+        assert r.returncode == 130 and "interrupted" in r.stderr
+    elif "kill" in fault:
+        assert r.returncode == -9
+    else:
+        assert r.returncode == 0 and "embedding cache" in r.stderr and "not used" in r.stderr, r.stderr
+    done, _ = index(vault, tmp_path / "a")
+    assert done["waiting"] == 0 and done["rows"] == clean["rows"]
+    assert paths(vault, tmp_path / "a", "数据库 索引") == paths(vault, tmp_path / "clean", "数据库 索引")
+    with sqlite3.connect(own_embedding_cache / CACHE_FILE) as conn:
+        bad = conn.execute("SELECT count(*) FROM vectors WHERE length(vector) != 4 * dim").fetchone()[0]
+    assert bad == 0
+
+
+def test_an_unwritable_cache_folder_leaves_the_index_alone(vault, tmp_path, monkeypatch):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("VAULT_SEARCH_CACHE_DIR", str(blocked / "cache"))
+    report, err = index(vault, tmp_path / "a")
+    assert report["embedded"] > 20 and report["waiting"] == 0 and "embedding cache" in err
+
+
+def test_cache_command_shows_and_clears(vault, tmp_path, own_embedding_cache):
+    first, _ = index(vault, tmp_path / "a")
+    shown = subprocess.run([str(CLI), "cache", "--json"], capture_output=True, text=True, check=True).stdout
+    data = json.loads(shown)
+    assert data["entries"] == first["embedded"] and data["path"] == str(own_embedding_cache / CACHE_FILE)
+    assert list(data["models"].values()) == [first["embedded"]] and data["bytes"] > 0
+    text = subprocess.run([str(CLI), "cache", "--clear"], capture_output=True, text=True, check=True).stdout
+    assert f"cleared {first['embedded']} vectors" in text and "0 vectors" in text
+    copy = copy_tree(vault, tmp_path / "v2")
+    again, _ = index(copy, tmp_path / "b")
+    assert again["embedded"] == first["embedded"]
