@@ -1,14 +1,19 @@
 """The resident server: CLI latency through it, save-to-searchable time, memory.
 
-    python -m benchmarks.server_speed [VAULT] [--work DIR] [--embed]
+    python -m benchmarks.server_speed [VAULT] [--work DIR] [--embed] [--qmd "CMD"]
 
 Copies the vault (default: oldwinter-garden-zh) into ``--work`` (or a temp
 folder), indexes it (keyword only unless ``--embed``; an index already in
-``--work`` is reused), starts `vault-search serve`, then measures:
-`vault-search search` as a whole new process answered by the server (p50/p95,
-Chinese and English), the same without the server (cold, in-process), the
-time from saving a new note to seeing it in keyword results, and the
-server's resident memory.
+``--work`` is reused), starts `vault-search serve`, then measures, as whole
+new processes interleaved round by round (so load on the machine falls on
+all alike): ``python -c pass`` with the same interpreter (the floor),
+`vault-search search` answered by the server through the fast path (text and
+``--json``), the same through the full CLI (``--format paths``, which the
+fast path hands over), and, with ``--qmd``, QMD's keyword search
+(``CMD search QUERY``, QMD's index built beforehand, see benchmarks/README.md);
+then the same search without the server (cold, in-process), the time from
+saving a new note to seeing it in keyword results, and the server's resident
+memory.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,9 +36,24 @@ from .speed import CLI, DEFAULT_VAULT, EN_QUERIES, ZH_QUERIES
 
 
 def run_cli(base: list[str], query: str, *extra: str) -> float:
+    return timed(base + ["search", query, "--json", *extra])
+
+
+def timed(cmd: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(base + ["search", query, "--json", *extra], check=True, capture_output=True)
+    subprocess.run(cmd, check=True, capture_output=True)
     return time.perf_counter() - t0
+
+
+def interleaved(commands: dict[str, list[str]], queries: list[str], rounds: int) -> dict[str, list[float]]:
+    """Each command (``{query}`` in it replaced) once per query per round, in
+    turn, so that whatever else the machine does falls on all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for q in queries:
+            for name, cmd in commands.items():
+                times[name].append(timed([q if part == "{query}" else part for part in cmd]))
+    return times
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -59,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path)
     ap.add_argument("--embed", action="store_true", help="index with the default embedding model (slow once)")
     ap.add_argument("--repeat", type=int, default=3, help="CLI calls per query")
+    ap.add_argument("--qmd", metavar="CMD", help='QMD\'s command line, e.g. "bun .../qmd.js" (its keyword index '
+                                                 "of the same vault built beforehand)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -86,9 +109,16 @@ def main(argv: list[str] | None = None) -> int:
         port = json.loads(info_file.read_text())["port"]
         fts_paths(port, "预热")
         run_cli(base, "warm-up 预热")
+        commands = {"python -c pass": [sys.executable, "-c", "pass"],
+                    "search (fast path)": base + ["search", "{query}"],
+                    "search --json (fast path)": base + ["search", "{query}", "--json"],
+                    "search --format paths (full CLI)": base + ["search", "{query}", "--format", "paths"]}
+        if args.qmd:
+            commands["qmd search"] = shlex.split(args.qmd) + ["search", "{query}"]
+        side = interleaved(commands, ZH_QUERIES + EN_QUERIES, args.repeat)
         warm = {"zh": [], "en": []}
-        for _ in range(args.repeat):
-            for lang, queries in (("zh", ZH_QUERIES), ("en", EN_QUERIES)):
+        for lang, queries in (("zh", ZH_QUERIES), ("en", EN_QUERIES)):
+            for _ in range(args.repeat):
                 for q in queries:
                     warm[lang].append(run_cli(base, q))
         visible = []
@@ -115,11 +145,22 @@ def main(argv: list[str] | None = None) -> int:
         "cli_cold_s": {lang: {"p50": round(percentile(v, 50), 3)} for lang, v in cold.items()},
         "save_to_searchable_s": {"p50": round(percentile(visible, 50), 2), "max": round(max(visible), 2)},
         "server_rss_mb": round(rss, 1), "server_peak_rss_mb": round(peak, 1),
+        "side_by_side_s": {name: {"p50": round(percentile(v, 50), 4), "p95": round(percentile(v, 95), 4)}
+                           for name, v in side.items()},
     }
+    floor = result["side_by_side_s"]["python -c pass"]["p50"]
+    result["ratio_to_python"] = {name: round(v["p50"] / floor, 2) for name, v in result["side_by_side_s"].items()}
+    if args.qmd:
+        qmd = result["side_by_side_s"]["qmd search"]["p50"]
+        result["ratio_to_qmd"] = {name: round(v["p50"] / qmd, 2) for name, v in result["side_by_side_s"].items()}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     s = result
+    print("interleaved, whole processes, p50 / p95 (x python -c pass" + (", x qmd search" if args.qmd else "") + "):")
+    for name, v in s["side_by_side_s"].items():
+        print(f"  {name:34s} {v['p50'] * 1000:7.1f} / {v['p95'] * 1000:7.1f} ms  x{s['ratio_to_python'][name]}"
+              + (f"  x{s['ratio_to_qmd'][name]}" if args.qmd else ""))
     print(f"`vault-search search` via the server, zh p50/p95: {s['cli_via_server_s']['zh']['p50']} / "
           f"{s['cli_via_server_s']['zh']['p95']} s; en: {s['cli_via_server_s']['en']['p50']} / "
           f"{s['cli_via_server_s']['en']['p95']} s")
