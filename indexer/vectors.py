@@ -32,6 +32,9 @@ from .store import set_meta, transaction, vectors_state
 VECTORS_FILE = "vectors.npy"
 IDS_FILE = "vectors.ids.npy"
 Progress = Callable[[int, int], None]
+# Passages sorted by length together (less padding per batch); the order
+# across windows is the notes' newest first.
+LENGTH_WINDOW = 256
 
 
 @dataclass
@@ -56,11 +59,13 @@ def matrix_digest(matrix: np.ndarray) -> str:
 
 
 def pending(conn: sqlite3.Connection, fingerprint: str) -> list[tuple[str, str]]:
-    """(hash, passage text) of each distinct chunk text without a vector."""
+    """(hash, passage text) of each distinct chunk text without a vector, the
+    most recently modified notes first: an agent's fresh memories, the note
+    just edited, get their vectors before the archive does."""
     rows = conn.execute(
         """SELECT c.hash, n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id
            WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ? AND e.hash = c.hash)
-           ORDER BY c.id""", (fingerprint,)).fetchall()
+           ORDER BY n.mtime_ns DESC, c.id""", (fingerprint,)).fetchall()
     seen: dict[str, str] = {}
     for h, title, heading, text in rows:
         if h not in seen:
@@ -96,8 +101,10 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         if progress:
             progress(min(start + 500, len(hits)), total)
     todo = [item for item in todo if digests.get(item[0]) not in cached]
-    # Similar lengths in one batch waste less padding.
-    todo.sort(key=lambda item: len(item[1]))
+    # Similar lengths in one batch waste less padding: sorted by length within
+    # windows, so that the newest notes still come first.
+    todo = [item for start in range(0, len(todo), LENGTH_WINDOW)
+            for item in sorted(todo[start:start + LENGTH_WINDOW], key=lambda item: len(item[1]))]
     done = 0
     for start in range(0, len(todo), embedder.batch_size):
         batch = todo[start:start + embedder.batch_size]

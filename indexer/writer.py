@@ -188,6 +188,17 @@ class IndexWriter:
             self._dictionary_size = len(self._segmenter.known_words())
         return self._segmenter
 
+    def resident_embedder(self) -> Embedder | None:
+        """The one embedder a resident process (``serve``) writes and reads
+        with: the one given to ``open``, else the index's model, else (a new
+        index, which a resident writer embeds) the default; None for an index
+        built keyword-only."""
+        if self._embedder is None and self.embeds_by_default():
+            from .embed import DEFAULT_MODEL, get_embedder
+
+            self._embedder = get_embedder(self.model_spec or DEFAULT_MODEL)
+        return self._embedder
+
     def embeds_by_default(self) -> bool:
         """Whether a resident writer (``watch``, ``serve``) embeds: a new index
         gets the default model, as `index` would give it; an index built with

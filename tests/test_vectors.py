@@ -103,6 +103,24 @@ def test_interrupted_embedding_resumes_without_losing_work(vault, index_dir):
         assert emb.calls == total
 
 
+def test_the_most_recently_modified_notes_get_their_vectors_first(vault, index_dir):
+    notes = sorted(p for p in vault.rglob("*.md") if not any(part.startswith(".") for part in p.parts))
+    newest = [notes[3], notes[11]]
+    for age, note in enumerate(notes):
+        stamp = 1_700_000_000 + (10 ** 6 if note in newest else 0) + age
+        os.utime(note, (stamp, stamp))
+    with open_index(vault, index_dir, HashEmbedder(64)) as idx:
+        idx.sync(embed=False)
+        rows = idx.conn.execute("""SELECT n.path, count(*) FROM chunks c JOIN notes n ON n.id = c.note_id
+                                   GROUP BY n.path""").fetchall()
+        first = sum(n for path, n in rows if vault / path in newest)
+        idx.sync(embed_limit=first)
+        done = {path for (path,) in idx.conn.execute(
+            """SELECT DISTINCT n.path FROM chunks c JOIN notes n ON n.id = c.note_id
+               JOIN embeddings e ON e.hash = c.hash""")}
+    assert done == {p.relative_to(vault).as_posix() for p in newest}
+
+
 def test_killed_index_process_resumes(tmp_path):
     """SIGKILL a real `vault-search index` (default model) mid-embedding."""
     vault = tmp_path / "v"
@@ -289,3 +307,17 @@ def test_no_embed_with_a_model_records_it_for_the_next_index(vault, index_dir, c
     assert cli("index").code == 0
     status = json.loads(cli("status", "--json").out)
     assert status["model"] == "hash:24" and status["waiting_chunks"] == 0
+
+
+def test_a_service_is_warm_and_has_one_model_when_it_says_it_is_ready(vault, index_dir):
+    from vault_search.service import RESIDENT_SLICE, SearchService
+
+    with open_index(vault, index_dir, HashEmbedder(64)) as idx:
+        idx.sync()
+    service = SearchService(vault, index_dir, watch=False)   # the index's own model (hash:64), as serve loads it
+    try:
+        model = service.reader.embedder
+        assert model is service.writer.embedder and model.spec == "hash:64" and model.slice_size == RESIDENT_SLICE
+        assert service.reader.writer._segmenter is not None and service.reader._vectors is not None
+    finally:
+        service.close()

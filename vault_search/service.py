@@ -30,11 +30,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vault_search.service")
 
+# Passages per turn at the shared model: a query waits for one such slice at most.
+RESIDENT_SLICE = 4
+# Answered before the server says it is ready: a Chinese and an English query,
+# so that the segmenter, the model and the matrix are loaded.
+WARM_QUERIES = ("数据库索引", "index notes")
+
 
 class SearchService:
     def __init__(self, vault=None, index_dir=None, *, config: VaultConfig | None = None,
                  interval: float = RESCAN_INTERVAL_S, debounce: float = DEBOUNCE_S, watch: bool = True,
-                 embedder=None):
+                 embedder=None, warm: bool = True):
         self.config = config or load_config(vault, index_dir)
         self.started = time.time()
         self.writer = IndexWriter.open(self.config, create=True, embedder=embedder)
@@ -42,13 +48,36 @@ class SearchService:
         # embeddings follow in the watcher's thread.
         first = self.writer.sync(embed=False)
         log.info("index ready: %d notes (%d changed) in %.2f s", first.scanned, first.changed, first.seconds)
-        self.reader = Index.open(config=self.config, embedder=embedder)
+        # One model for the watcher's embedding and the searches (about 100 MB
+        # each), taking turns queries first, a few passages at a time.
+        shared = self.writer.resident_embedder()
+        if shared is not None and shared.slice_size is None:
+            shared.slice_size = RESIDENT_SLICE
+        self.reader = Index.open(config=self.config, embedder=shared)
         self._lock = threading.Lock()
+        if warm:
+            self.warm()
         self.watcher = None
         if watch:
             self.watcher = Watcher(self.writer, self.config, interval=interval, debounce=debounce,
                                    embed=self.writer.embeds_by_default(), on_sync=self._logged)
             self.watcher.start(initial_rescan=False)
+
+    def warm(self) -> float:
+        """Load what the first query would otherwise wait for (jieba's
+        dictionary, the query side's vectors, the embedding model, the
+        translation dictionary) by answering two queries; seconds taken."""
+        t0 = time.perf_counter()
+        with self._lock:
+            for query in WARM_QUERIES:
+                self.reader.search(query, limit=1)
+        if self.reader.has_vectors():
+            from .translate import available
+
+            available()   # loads the dictionary a question in the other language needs
+        seconds = time.perf_counter() - t0
+        log.info("warm in %.2f s", seconds)
+        return seconds
 
     def _logged(self, report, paths) -> None:
         what = "full rescan" if paths is None else (f"{len(paths)} changed paths" if paths else "embedding")
