@@ -8,8 +8,10 @@ beside their parts (``node.js`` → ``node.js node js``, ``getUserName`` →
 ``unicode61`` tokenizer is told that the connector characters are part of
 tokens, so it splits on our spaces and nowhere else.
 
-jieba's dictionary (about 0.6 s to load from its own cache) is loaded only
-when a text actually contains Han characters.
+jieba's dictionary (about 0.6 s to load from its own cache, 0.3 s from
+ours) is loaded only when a text actually contains Han characters, and a sync
+of a few notes loads only the parts of it their characters need
+(``Segmenter.prepare``, about 0.04 s for a long note).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ HAN_CLASS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 HAN_RUN_RE = re.compile(f"[{HAN_CLASS}]+")
 HAN_ONLY_RE = re.compile(f"^[{HAN_CLASS}]+$")
 HAS_HAN_RE = re.compile(f"[{HAN_CLASS}]")
+HAN_RUN_CHAR_RE = re.compile(f"[{HAN_CLASS}]")
+# Segmenter.prepare takes the short way for texts with at most this many
+# distinct Han characters (a few notes; a whole vault loads everything).
+PREPARE_MAX_CHARS = 2500
+PREPARE_MAX_TEXT = 200_000   # ... and at most this much text (each run is looked up in it)
 _CONN = re.escape(CONNECTORS.replace("_", ""))
 WORD_RE = re.compile(rf"[^\W_]+(?:[{_CONN}_]+[^\W_]+)*[+#]*")
 PART_RE = re.compile(r"[^\W_]+")
@@ -131,14 +138,94 @@ class _BaseDictionary:
             tk.tmp_dir = str(cache_dir)
         tk.initialize()
         if pickled is not None:
-            try:
-                fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
-                with os.fdopen(fd, "wb") as fh:
-                    pickle.dump((tk.FREQ, tk.total), fh, protocol=5)
-                os.replace(tmp, pickled)
-            except OSError as exc:
-                log.debug("cannot write jieba cache %s: %s", pickled, exc)
+            _write_pickle(pickled, (tk.FREQ, tk.total))
         return tk.FREQ, tk.total
+
+    @classmethod
+    def parts(cls) -> Path | None:
+        """The same dictionary in a SQLite file, split by the first two
+        characters of each entry (the character itself for one-character
+        words), each part pickled on its own: a sync of a few notes reads only
+        the parts their characters and character pairs begin
+        (``Segmenter.prepare``). None when it cannot be cached."""
+        with cls._lock:
+            if cls._parts is None:
+                cls._parts = cls._build_parts() or ""
+            return Path(cls._parts) if cls._parts else None
+
+    _parts: Path | str | None = None   # "": cannot be cached
+
+    @classmethod
+    def _build_parts(cls) -> Path | None:
+        import sqlite3
+
+        import jieba
+
+        cache_dir = user_cache_dir()
+        if cache_dir is None:
+            return None
+        stamp = f"{jieba.__version__}-{_file_stamp(jieba.DEFAULT_DICT or '')}"
+        path = cache_dir / f"jieba-{stamp}.parts.db"
+        if path.exists():
+            return path
+        freq, total = cls._loaded if cls._loaded is not None else cls._load()
+        grouped: dict[str, dict[str, int]] = {}
+        for word, n in freq.items():
+            grouped.setdefault(word[:2], {})[word] = n
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            conn = sqlite3.connect(tmp)
+            try:
+                conn.execute("CREATE TABLE parts (key TEXT PRIMARY KEY, words BLOB NOT NULL) WITHOUT ROWID")
+                conn.execute("CREATE TABLE meta (total INTEGER NOT NULL)")
+                conn.execute("INSERT INTO meta VALUES (?)", (total,))
+                conn.executemany("INSERT INTO parts VALUES (?, ?)",
+                                 ((key, pickle.dumps(words, protocol=5)) for key, words in grouped.items()))
+                conn.commit()
+            finally:
+                conn.close()
+            os.replace(tmp, path)
+        except (OSError, sqlite3.Error) as exc:
+            log.debug("cannot write jieba parts %s: %s", path, exc)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return None
+        return path
+
+
+def _read_parts(path: Path, keys: set[str]) -> tuple[dict[str, int], int] | None:
+    """The dictionary entries under ``keys``, and jieba's total, or None."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            total = conn.execute("SELECT total FROM meta").fetchone()[0]
+            freq: dict[str, int] = {}
+            ordered = sorted(keys)
+            for start in range(0, len(ordered), 900):
+                part = ordered[start:start + 900]
+                for (blob,) in conn.execute(f"SELECT words FROM parts WHERE key IN ({','.join('?' * len(part))})",
+                                            part):
+                    freq.update(pickle.loads(blob))
+        finally:
+            conn.close()
+    except Exception as exc:  # a damaged or foreign file: the whole dictionary answers
+        log.debug("jieba parts %s unreadable (%s)", path, exc)
+        return None
+    return freq, total
+
+
+def _write_pickle(path: Path, value: Any) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(value, fh, protocol=5)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.debug("cannot write jieba cache %s: %s", path, exc)
 
 
 def user_cache_dir(path: Path | None = None) -> Path | None:
@@ -176,6 +263,52 @@ class Segmenter:
         self._user_parts: dict[str, list[str]] = {}
         self._tk: Any = None   # jieba.Tokenizer, loaded on first use
         self._lock = threading.Lock()
+        # Segmenter.prepare: (a tokenizer with only the dictionary parts some
+        # texts need, their Han characters, its names' parts, the texts).
+        self._small: tuple[Any, frozenset[str], dict[str, list[str]], str] | None = None
+
+    def prepare(self, texts: Iterable[str]) -> bool:
+        """Before segmenting only ``texts`` (and runs of Han text that occur
+        in them): load just the parts of jieba's dictionary that their Han
+        characters and pairs of neighbouring characters begin, and the vault's
+        names that occur in them, instead of the whole dictionary (0.3 s).
+        Segmenting is exactly the same: every entry jieba looks up while
+        cutting a run begins with a character, or a pair of characters, of
+        the run, and a name changes how a run is cut (or another name's
+        parts) only where it occurs in it. Any other text, or a question this
+        tokenizer cannot answer, loads the whole dictionary as before. True
+        when it took the short way."""
+        text = "\n".join(texts)
+        if len(text) > PREPARE_MAX_TEXT:
+            return False
+        text = normalize(text)
+        chars = frozenset(HAN_RUN_CHAR_RE.findall(text))
+        with self._lock:
+            if (self._tk is not None or self._small is not None or len(chars) > PREPARE_MAX_CHARS
+                    or len(text) > PREPARE_MAX_TEXT):
+                return False
+            if not chars:
+                return False
+            path = _BaseDictionary.parts()
+            if path is None:
+                return False
+            # Entries begin with a character (one-character words) or a pair
+            # of neighbouring characters of a run.
+            keys = set(chars)
+            for run in HAN_RUN_RE.findall(text):
+                keys.update(run[i:i + 2] for i in range(len(run) - 1))
+            found = _read_parts(path, keys)
+            if found is None:
+                return False
+            freq, total = found
+            import jieba
+
+            tk = jieba.Tokenizer()
+            tk.FREQ, tk.total, tk.initialized = freq, total, True
+            names = {w: f for w, f in self._pending.items() if w in text}
+            self._small = (tk, chars, self._apply(tk, names), text)
+            return True
+
 
     @property
     def jieba_loaded(self) -> bool:
@@ -213,7 +346,26 @@ class Segmenter:
             if self._tk is not None and new:
                 self._apply_pending()
                 new = {w: self._tk.FREQ[w] for w in new}
+            elif self._small is not None and new:
+                tk, _, parts, text = self._small
+                if all(w in text for w in new):   # names from the prepared notes themselves
+                    parts.update(self._apply(tk, dict(new)))
+                else:
+                    self._small = None
         return new
+
+    def frequencies(self, words: Iterable[str]) -> dict[str, int]:
+        """The frequency each of ``words`` (names added before) has in the
+        dictionary: from the prepared tokenizer when it has them, else from
+        the whole one."""
+        words = list(words)
+        with self._lock:
+            small = self._small
+            if self._tk is None and small is not None and all(w in small[2] for w in words):
+                return {w: small[0].FREQ[w] for w in words}
+        self._tokenizer()
+        with self._lock:
+            return {w: self._tk.FREQ[w] for w in words}
 
     def known_words(self) -> set[str]:
         """Every user word given or added so far (without loading jieba)."""
@@ -226,6 +378,7 @@ class Segmenter:
             for word, freq in words.items():
                 if word not in self._pending and word not in self._user_parts:
                     self._pending[word] = freq
+                    self._small = None   # a name the prepared tokenizer may lack
             if self._tk is not None and self._pending:
                 self._apply_pending()
 
@@ -253,10 +406,17 @@ class Segmenter:
         tk = self._tk
         if self._pending and tk.FREQ is _BaseDictionary.get()[0]:
             tk.FREQ = dict(tk.FREQ)
-        for word, freq in self._pending.items():
+        self._user_parts.update(self._apply(tk, self._pending))
+        self._pending.clear()
+        self._small = None   # the whole dictionary answers from now on
+
+    def _apply(self, tk, words: dict[str, int | None]) -> dict[str, list[str]]:
+        """Add ``words`` (names, in order) to ``tk``'s dictionary; each name's parts."""
+        parts = {}
+        for word, freq in words.items():
             # Parts by the dictionary as it was before the name was added, so
             # a query for a part of the name still matches.
-            self._user_parts[word] = [t for t in self._search_words(tk, word) if t != word]
+            parts[word] = [t for t in self._search_words(tk, word) if t != word]
             if freq is None:
                 freq = tk.suggest_freq(word, tune=False)
             # Set the entry without touching tk.total, so text that does not
@@ -264,13 +424,19 @@ class Segmenter:
             tk.FREQ[word] = max(int(freq), 1)
             for i in range(1, len(word)):
                 tk.FREQ.setdefault(word[:i], 0)
-        self._pending.clear()
+        return parts
 
     def _han_tokens(self, run: str) -> list[str]:
-        tk = self._tokenizer()
+        small = self._small
+        # Only a run that occurs in the prepared text: every name inside it
+        # occurs there too, so the prepared tokenizer has it.
+        if small is not None and self._tk is None and run in small[3]:
+            tk, user_parts = small[0], small[2]
+        else:
+            tk, user_parts = self._tokenizer(), self._user_parts
         out: list[str] = []
         for word in self._cut(tk, run):
-            parts = self._user_parts.get(word)
+            parts = user_parts.get(word)
             if parts is not None:
                 out.extend(parts)
                 out.append(word)

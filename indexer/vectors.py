@@ -232,14 +232,22 @@ _last_publish: dict[str, float] = {}
 def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder,
                    progress: Progress | None = None, limit: int | None = None,
                    cache: EmbeddingCache | None = None) -> EmbedReport:
-    """Embed what waits (at most ``limit`` passages), then publish the matrix."""
+    """Embed what waits (at most ``limit`` passages), then publish the matrix.
+    ``cache``: the user's embedding cache (default: opened here, and trimmed
+    to its bound when the model embedded something)."""
     t0 = time.perf_counter()
     report = EmbedReport(model=embedder.spec)
     interrupted = True
+    own = cache is None
+    cache = EmbeddingCache() if cache is None else cache
     try:
         report.embedded, report.cached = embed_pending(conn, embedder, progress, limit, cache)
         interrupted = False
+        if own and report.embedded:
+            cache.trim()
     finally:
+        if own:
+            cache.close()
         report.waiting = count_waiting(conn, embedder.fingerprint)
         key = str(index_dir)
         due = time.monotonic() - _last_publish.get(key, 0.0) >= PUBLISH_EVERY_S

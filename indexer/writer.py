@@ -47,7 +47,6 @@ from .sync import Progress, SyncReport, load_segmenter, sync_vault
 
 if TYPE_CHECKING:
     from .embed import Embedder
-    from .embed_cache import EmbeddingCache
 
 REBUILD_DIR = "rebuild"   # `index --rebuild` builds here, beside the live index, and swaps in when done
 REBUILD_LOCK = "rebuild.lock"   # held by the one rebuild running
@@ -76,7 +75,6 @@ class IndexWriter:
         self._rebuild_of: Path | None = None   # set while this is a rebuild of that folder's index
         self._rebuild_lock = None   # the open rebuild.lock while this writer is a rebuild
         self._previous_model: str | None = None
-        self._cache: EmbeddingCache | None = None
 
     # -- 1. open -------------------------------------------------------------
     @classmethod
@@ -139,17 +137,7 @@ class IndexWriter:
 
     def close(self) -> None:
         self.conn.close()
-        if self._cache is not None:
-            self._cache.close()
         self._release_rebuild()
-
-    def embedding_cache(self) -> EmbeddingCache:
-        """The user's embedding cache (indexer/embed_cache.py), opened on first use."""
-        if self._cache is None:
-            from .embed_cache import EmbeddingCache
-
-            self._cache = EmbeddingCache()
-        return self._cache
 
     def _release_rebuild(self) -> None:
         if self._rebuild_lock is not None:
@@ -187,17 +175,6 @@ class IndexWriter:
             self._segmenter = load_segmenter(self.conn)
             self._dictionary_size = len(self._segmenter.known_words())
         return self._segmenter
-
-    def resident_embedder(self) -> Embedder | None:
-        """The one embedder a resident process (``serve``) writes and reads
-        with: the one given to ``open``, else the index's model, else (a new
-        index, which a resident writer embeds) the default; None for an index
-        built keyword-only."""
-        if self._embedder is None and self.embeds_by_default():
-            from .embed import DEFAULT_MODEL, get_embedder
-
-            self._embedder = get_embedder(self.model_spec or DEFAULT_MODEL)
-        return self._embedder
 
     def embeds_by_default(self) -> bool:
         """Whether a resident writer (``watch``, ``serve``) embeds: a new index
@@ -250,11 +227,8 @@ class IndexWriter:
             from .vectors import embedding_pass
 
             # `embed` always chose an embedder (_embedder_for_sync).
-            cache = self.embedding_cache()
             report.embedding = embedding_pass(self.conn, self.config.index_dir, cast("Embedder", embedder),
-                                              embed_progress, embed_limit, cache)
-            if report.embedding.embedded:
-                cache.trim()
+                                              embed_progress, embed_limit)
             self.generation += 1
         return report
 

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from indexer.segment import Segmenter, latin_tokens, user_word_candidates
+from indexer.segment import HAN_RUN_RE, Segmenter, latin_tokens, user_word_candidates
 
 
 def test_search_mode_emits_words_and_the_words_inside_them():
@@ -50,3 +50,37 @@ def test_english_text_never_loads_jieba():
             "s.segment('plain English text'); print('jieba' in sys.modules, s.jieba_loaded)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_a_prepared_segmenter_cuts_exactly_as_the_whole_dictionary():
+    """Segmenter.prepare (a sync of a few notes) loads only the dictionary
+    parts its texts' characters begin; the tokens must be the same, name by
+    name, on real notes, and text it was not prepared for loads the rest."""
+    import random
+
+    from conftest import eval_path
+
+    vault = eval_path("vaults", "oldwinter-garden-zh")
+    notes = sorted(p for p in vault.rglob("*.md") if not any(part.startswith(".") for part in p.parts))
+    texts = {p: p.read_text(encoding="utf-8", errors="replace") for p in notes}
+    names = {}
+    for p in notes:
+        for word in sorted(user_word_candidates([p.stem])):
+            names.setdefault(word, None)
+    whole = Segmenter(dict(names))
+    for p in random.Random(7).sample(notes, 25):
+        text = texts[p]
+        small = Segmenter(dict(names))
+        assert small.prepare([p.as_posix(), text]) or not any("\u4e00" <= c <= "\u9fff" for c in text)
+        runs = [r for r in HAN_RUN_RE.findall(text) if len(r) >= 4]
+        added = user_word_candidates([runs[len(runs) // 2][:4]] if runs else [])   # a new name from the note
+        new = small.add_user_words(added)
+        expected = Segmenter(dict(names))
+        expected.add_user_words(added)
+        assert small.segment(text) == expected.segment(text), p.name
+        assert small.frequencies(new) == expected.frequencies(new)
+        assert not small.jieba_loaded, "the prepared tokenizer answered"
+        assert whole.segment(text) == Segmenter(dict(names)).segment(text)
+    small = Segmenter(dict(names))
+    small.prepare(["数据库索引"])
+    assert small.segment("飞轮效应与数据库") == whole.segment("飞轮效应与数据库") and small.jieba_loaded

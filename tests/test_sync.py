@@ -168,3 +168,26 @@ def test_interrupted_sync_keeps_the_vault_dictionary(tmp_path):
     with sqlite3.connect(tmp_path / "i" / "index.db") as conn:
         assert conn.execute("SELECT count(*) FROM dictionary WHERE settled = 0").fetchone() == (0,)
         assert sorted(conn.execute("SELECT body FROM chunks_fts").fetchall()) == sorted(clean_tokens)
+
+
+def test_an_edit_segmented_with_part_of_the_dictionary_is_indexed_as_a_full_build_would(vault, index_dir, tmp_path):
+    """A sync of a few notes loads only the dictionary parts they need
+    (Segmenter.prepare); the rows it writes are those of a full build."""
+    sync(vault, index_dir)
+    note = vault / "Notes/数据库/数据库索引.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\n## 新的小节\n\n飞轮效应与卡片笔记法，数据库的覆盖索引。\n",
+                    encoding="utf-8")
+    write(vault / "Notes/飞轮效应.md", "# 飞轮效应\n\n卡片笔记法让飞轮转起来。\n")
+    with Index.open(vault, index_dir) as idx:
+        report = idx.sync(embed=False)
+        assert (report.added, report.updated) == (1, 1) and not idx.writer.segmenter.jieba_loaded
+
+    def rows(index):
+        with sqlite3.connect(index / "index.db") as conn:
+            return sorted(conn.execute("""SELECT n.path, f.title, f.aliases, f.tags, f.headings, f.body
+                                          FROM chunks_fts f JOIN chunks c ON c.id = f.rowid
+                                          JOIN notes n ON n.id = c.note_id"""))
+
+    full = tmp_path / "full"
+    sync(vault, full)
+    assert rows(index_dir) == rows(full)

@@ -30,23 +30,21 @@ CONNECT_TIMEOUT_S = 2.0   # a port that does not answer: the full CLI takes over
 ANSWER_TIMEOUT_S = 30.0   # client.TIMEOUT_S
 MAX_ANSWER = 64 << 20
 
-# search's options this path reads: flag -> (parameter, takes a value, repeatable)
+# search's options this path reads: flag -> (takes a value, repeatable); each
+# goes to the server under its name (``--min-score`` -> ``min_score``).
 _OPTIONS = {
-    "--mode": ("mode", True, False),
-    "-n": ("limit", True, False), "--limit": ("limit", True, False),
-    "--json": ("json", False, False),
-    "--format": ("format", True, False),
-    "--tag": ("tag", True, True),
-    "--path": ("path", True, False),
-    "--after": ("after", True, False),
-    "--before": ("before", True, False),
-    "--where": ("where", True, True),
-    "--exclude-stale": ("exclude_stale", False, False),
-    "--recency-half-life": ("recency_half_life", True, False),
-    "--min-score": ("min_score", True, False),
-    "--related": ("related", False, False),
-    "--explain": ("explain", False, False),
+    "--mode": (True, False), "-n": (True, False), "--limit": (True, False), "--json": (False, False),
+    "--format": (True, False), "--tag": (True, True), "--path": (True, False), "--after": (True, False),
+    "--before": (True, False), "--where": (True, True), "--exclude-stale": (False, False),
+    "--recency-half-life": (True, False), "--min-score": (True, False), "--related": (False, False),
+    "--explain": (False, False),
 }
+
+
+def _param(flag: str) -> str:
+    return "limit" if flag == "-n" else flag.lstrip("-").replace("-", "_")
+
+
 _MODES = ("hybrid", "fts", "vector")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -86,7 +84,7 @@ def parse(argv: list[str]) -> tuple[dict, dict] | None:
             name, value, i = _option(argv, i, _OPTIONS)
             if name is None:
                 return None
-            key, takes, repeatable = _OPTIONS[name]
+            key, (takes, repeatable) = _param(name), _OPTIONS[name]
             if takes and not value:
                 return None   # "" means something else to click than to a query string
             if repeatable:
@@ -124,7 +122,7 @@ def _option(argv: list[str], i: int, known) -> tuple[str | None, str, int]:
 
 
 def _takes(known, name: str) -> bool:
-    return known[name][1] if isinstance(known, dict) else True
+    return known[name][0] if isinstance(known, dict) else True
 
 
 def _checked(params: dict) -> bool:
@@ -134,7 +132,8 @@ def _checked(params: dict) -> bool:
     limit = params.get("limit", "10")
     if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 1000):
         return False
-    for key, low, high, low_open in (("min_score", 0.0, 1.0, False), ("recency_half_life", 0.0, None, True)):
+    for flag, low, high, low_open in (("--min-score", 0.0, 1.0, False), ("--recency-half-life", 0.0, None, True)):
+        key = _param(flag)
         if key in params:
             text = params[key]
             if not all(c in "0123456789.eE+-" for c in text):

@@ -113,6 +113,9 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         conn.execute("BEGIN")   # stages 1-7 read one snapshot, whatever a writer commits meanwhile
         try:
             mode = resolve_mode(options.mode, index.has_vectors())
+            # A process's first query loads only the dictionary parts its
+            # words need, not all of jieba's (0.3 s): a one-shot CLI search.
+            index.segmenter.prepare([query])
             fq = fts_query(query, index.segmenter)
             freqs = document_frequencies(conn, fq.terms)
             coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None

@@ -50,7 +50,8 @@ class SearchService:
         log.info("index ready: %d notes (%d changed) in %.2f s", first.scanned, first.changed, first.seconds)
         # One model for the watcher's embedding and the searches (about 100 MB
         # each), taking turns queries first, a few passages at a time.
-        shared = self.writer.resident_embedder()
+        shared = self.writer.embedder or (self.writer.embedder_for_writing(None)
+                                          if self.writer.embeds_by_default() else None)
         if shared is not None and shared.slice_size is None:
             shared.slice_size = RESIDENT_SLICE
         self.reader = Index.open(config=self.config, embedder=shared)
