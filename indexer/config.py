@@ -54,6 +54,8 @@ class VaultConfig:
     # (file, message) pairs about the settings file, e.g. an unknown key;
     # the CLI prints them and `status` lists them.
     warnings: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # The settings file as it was read (locate.settings_stamp); None: there was none.
+    settings_stamp: list[int] | None = field(default=None, compare=False)
 
     def with_overrides(self, ignore=(), include_dot=()) -> "VaultConfig":
         return replace(
@@ -90,6 +92,7 @@ def load_config(vault: str | os.PathLike | None = None,
     root = root.resolve()
     idx = given_idx or default_index_dir(root)
 
+    stamp = locate.settings_stamp(str(root))   # before the read: an edit meanwhile shows as a change
     settings = _read_settings(root / CONFIG_FILE)
     ignore = _str_list(settings.pop("ignore", []), "ignore")
     include_dot = tuple(_dot_name(n) for n in _str_list(settings.pop("include_dot", []), "include_dot"))
@@ -110,7 +113,8 @@ def load_config(vault: str | os.PathLike | None = None,
     return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
                        max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name,
                        stale_days=float(stale_days), extra=settings,
-                       warnings=tuple((CONFIG_FILE, w) for w in unknown_settings(settings)), **fields)
+                       warnings=tuple((CONFIG_FILE, w) for w in unknown_settings(settings)),
+                       settings_stamp=stamp, **fields)
 
 
 def unknown_settings(settings: dict) -> list[str]:

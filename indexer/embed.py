@@ -110,6 +110,19 @@ class Embedder(ABC):
     def model_version(self) -> str:
         return ""
 
+    @property
+    def cache_key(self) -> str:
+        """What the embedding cache files vectors under: the fingerprint and,
+        for a model whose weights can change under the same name, a stamp of
+        them (a vector is reused only for the very same weights)."""
+        stamp = self.weights_stamp()
+        return f"{self.fingerprint}|{stamp}" if stamp else self.fingerprint
+
+    def weights_stamp(self) -> str:
+        """The model's weights as files on disk (name, size, mtime); "" when
+        the fingerprint already names them (a versioned package's bundled model)."""
+        return ""
+
     def token_counter(self) -> "TokenCounter | None":
         """The model's own token count, for sizing chunks (None: estimate)."""
         return None
@@ -261,6 +274,29 @@ class SentenceTransformerEmbedder(Embedder):
             if prompts.get(name):
                 return name
         return None
+
+    def weights_stamp(self) -> str:
+        digest = hashlib.blake2b(digest_size=8)
+        package = self.BUNDLED.get(self.model_ref.lower())
+        if package:
+            try:
+                from importlib.metadata import version
+
+                digest.update(version(package.replace("_", "-")).encode())
+            except Exception:
+                pass
+        folder = self._resolve()
+        for root, _, files in sorted(os.walk(folder)):
+            for name in sorted(files):
+                try:
+                    st = os.stat(os.path.join(root, name))
+                except OSError:
+                    continue
+                digest.update(f"{os.path.relpath(os.path.join(root, name), folder)}:{st.st_size}:"
+                              f"{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        prompts = getattr(self._load(), "prompts", None) or {}
+        digest.update(repr(sorted(prompts.items())).encode("utf-8", "surrogateescape"))
+        return f"weights-{digest.hexdigest()}"
 
     def model_version(self) -> str:
         model = self._load()

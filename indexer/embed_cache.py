@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import sqlite3
 import time
@@ -67,6 +68,8 @@ def max_bytes() -> int:
     raw = os.environ.get(CACHE_MB_ENV, "")
     try:
         mb = float(raw) if raw else DEFAULT_MAX_MB
+        if not math.isfinite(mb) or mb > 1e9:
+            raise ValueError(raw)
     except ValueError:
         log.warning("%s=%r is not a number of MB; using %g", CACHE_MB_ENV, raw, DEFAULT_MAX_MB)
         mb = DEFAULT_MAX_MB
@@ -92,12 +95,17 @@ class EmbeddingCache:
     (it then does nothing: ``broken`` says why)."""
 
     def __init__(self, path: Path | None = None, limit: int | None = None):
-        self.path = Path(path) if path else cache_dir() / CACHE_FILE
-        self.limit = max_bytes() if limit is None else limit
         self.broken: str | None = None
         self.conn: sqlite3.Connection | None = None
         self.hits = 0
         self.dropped = 0       # rows that failed their check
+        self.limit = max_bytes() if limit is None else limit
+        try:
+            self.path = Path(path) if path else cache_dir() / CACHE_FILE
+        except (RuntimeError, KeyError) as exc:   # no home folder
+            self.path = Path(CACHE_FILE)
+            self._fail(exc)
+            return
         if self.limit == 0:
             self.broken = f"off ({CACHE_MB_ENV}=0)"
             return
@@ -112,6 +120,9 @@ class EmbeddingCache:
             conn = sqlite3.connect(self.path, timeout=5, isolation_level=None, check_same_thread=False)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
+                # A commit waits for no fsync (WAL syncs at checkpoints): a
+                # power cut may lose the last vectors, never the file.
+                conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(SCHEMA)
                 return conn
             except sqlite3.DatabaseError as exc:
@@ -161,13 +172,14 @@ class EmbeddingCache:
                     else:
                         found[digest] = vector
             now = int(time.time())
-            with self.conn:
-                self.conn.execute("BEGIN IMMEDIATE")
-                if bad:
-                    self.conn.executemany("DELETE FROM vectors WHERE model = ? AND digest = ?",
-                                          [(model, d) for d in bad])
-                self.conn.executemany("UPDATE vectors SET used = ? WHERE model = ? AND digest = ?",
-                                      [(now, model, d) for d in found])
+            if bad or found:
+                with self.conn:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    if bad:
+                        self.conn.executemany("DELETE FROM vectors WHERE model = ? AND digest = ?",
+                                              [(model, d) for d in bad])
+                    self.conn.executemany("UPDATE vectors SET used = ? WHERE model = ? AND digest = ?",
+                                          [(now, model, d) for d in found])
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
             return {}

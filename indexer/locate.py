@@ -73,3 +73,14 @@ def nearest_vault(start: str) -> str:
     """The nearest folder at or above ``start`` (resolved) that marks a vault,
     else ``start`` itself."""
     return next((folder for folder in walk_up(start) if marks_a_vault(folder)), start)
+
+
+def settings_stamp(vault: str) -> list[int] | None:
+    """What identifies the vault's settings file as it is now (None: there is
+    none): a server records it when it reads the file, and the thin client
+    answers through the server only while it is unchanged."""
+    try:
+        st = os.stat(os.path.join(vault, CONFIG_FILE))
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns]

@@ -382,6 +382,10 @@ class Segmenter:
             if self._tk is not None and self._pending:
                 self._apply_pending()
 
+    def load(self) -> None:
+        """Load the whole dictionary now (a resident process, before it says it is ready)."""
+        self._tokenizer()
+
     def user_words(self) -> dict[str, int]:
         """Every user word with the frequency it was given (loads jieba)."""
         self._tokenizer()

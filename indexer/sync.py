@@ -245,11 +245,16 @@ def _store_dictionary(run: _SyncRun, words: set[str]) -> None:
     """The new names join jieba's dictionary, and are stored before any chunk
     is written, so an interrupted run cannot leave chunks segmented with
     words the next run does not know."""
-    new = run.segmenter.add_user_words(sorted(words))
-    if not new:
+    run.segmenter.add_user_words(sorted(words))
+    if not words:
         return
     stored = {w for (w,) in run.conn.execute("SELECT word FROM dictionary")}
-    fresh = [(w, f) for w, f in run.segmenter.frequencies(new).items() if w not in stored]
+    # Every name the segmenter knows that the table lacks: the new ones, and
+    # any a failed earlier run of this writer added but could not store.
+    missing = run.segmenter.known_words() - stored
+    if not missing:
+        return
+    fresh = sorted(run.segmenter.frequencies(missing).items())
     with transaction(run.conn, "dictionary"):
         run.conn.executemany("INSERT INTO dictionary (word, freq, settled) VALUES (?, ?, 0)", fresh)
     run.report.user_words_added = len(fresh)

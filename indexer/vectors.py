@@ -93,8 +93,9 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         todo = todo[:limit]
     total = len(todo)
     fingerprint = embedder.fingerprint
-    digests = {h: text_digest(text) for h, text in todo} if cache is not None else {}
-    cached = cache.get(fingerprint, embedder.dim, list(digests.values())) if cache is not None else {}
+    digests = {h: text_digest(text) for h, text in todo} if cache is not None and todo else {}
+    key = embedder.cache_key if digests else fingerprint
+    cached = cache.get(key, embedder.dim, list(digests.values())) if cache is not None else {}
     hits = [(h, cached[digests[h]]) for h, _ in todo if digests.get(h) in cached]
     for start in range(0, len(hits), 500):
         _store(conn, fingerprint, hits[start:start + 500])
@@ -113,7 +114,7 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
             raise ValueError(f"embedder returned shape {vectors.shape}, expected {(len(batch), embedder.dim)}")
         _store(conn, fingerprint, [(h, v) for (h, _), v in zip(batch, vectors)])
         if cache is not None:
-            cache.put(fingerprint, [(digests[h], v) for (h, _), v in zip(batch, vectors)])
+            cache.put(key, [(digests[h], v) for (h, _), v in zip(batch, vectors)])
         done += len(batch)
         faults.point("embed-batch")
         if progress:

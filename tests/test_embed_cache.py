@@ -134,3 +134,31 @@ def test_cache_command_shows_and_clears(vault, tmp_path, own_embedding_cache):
     copy = copy_tree(vault, tmp_path / "v2")
     again, _ = index(copy, tmp_path / "b")
     assert again["embedded"] == first["embedded"]
+
+
+def test_a_bad_cache_size_setting_falls_back_to_the_default(monkeypatch):
+    from indexer.embed_cache import DEFAULT_MAX_MB, max_bytes
+
+    for bad in ("nan", "inf", "1e400", "-inf", "abc"):
+        monkeypatch.setenv("VAULT_SEARCH_CACHE_MB", bad)
+        assert max_bytes() == int(DEFAULT_MAX_MB * 1024 * 1024), bad
+    monkeypatch.setenv("VAULT_SEARCH_CACHE_MB", "0")
+    assert max_bytes() == 0 and EmbeddingCache().broken.startswith("off")
+
+
+def test_vectors_of_other_weights_under_the_same_name_are_never_reused(vault, tmp_path):
+    from indexer.embed import HashEmbedder
+    from indexer.vectors import embedding_pass
+    from vault_search import Index
+
+    class Retrained(HashEmbedder):
+        def weights_stamp(self) -> str:
+            return "weights-retrained"
+
+    with Index.open(vault, tmp_path / "a", create=True, embedder=HashEmbedder(64)) as idx:
+        first = idx.sync().embedding
+    with Index.open(vault, tmp_path / "b", create=True, embedder=Retrained(64)) as idx:
+        idx.sync(embed=False)
+        again = embedding_pass(idx.conn, tmp_path / "b", Retrained(64))
+    assert Retrained(64).fingerprint == HashEmbedder(64).fingerprint != Retrained(64).cache_key
+    assert first.embedded > 20 and (again.embedded, again.cached) == (first.embedded, 0)

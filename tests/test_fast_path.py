@@ -147,6 +147,28 @@ def test_the_settings_warnings_the_server_read_are_printed_as_the_full_cli_print
     assert warnings == slow.stderr.splitlines() and "unknown setting 'ignor'" in warnings[0]
 
 
+def test_an_argument_that_is_not_utf8_goes_to_the_full_cli(served):
+    vault, index, _ = served
+    args = [os.fsencode(str(CLI)), b"--vault", os.fsencode(str(vault)), b"--index-dir", os.fsencode(str(index)),
+            b"search", b"caf\xe9 zzq", b"--json"]
+    fast = subprocess.run([os.fsencode(sys.executable), b"-X", b"importtime", *args], capture_output=True, timeout=120)
+    slow = subprocess.run([*args, b"--no-server"], capture_output=True, timeout=120)
+    assert b"click" in fast.stderr and fast.returncode == slow.returncode
+    assert same_but_time(fast.stdout.decode()) == same_but_time(slow.stdout.decode())
+
+
+def test_a_settings_file_is_stamped_before_it_is_read(vault, index_dir):
+    from indexer.config import load_config
+    from indexer.locate import settings_stamp
+
+    write(vault / ".vault-search.toml", "stale_days = 3\n")
+    config = load_config(vault, index_dir)
+    assert config.settings_stamp == settings_stamp(str(config.vault)) is not None
+    time.sleep(0.01)
+    write(vault / ".vault-search.toml", 'stale_days = "x"\n')   # an edit after the server read it
+    assert settings_stamp(str(config.vault)) != config.settings_stamp
+
+
 def test_parse_reads_what_click_reads_and_hands_the_rest_over():
     assert parse(["search", "a", "b"]) == ({}, {"query": "a b", "render": "text"})
     assert parse(["--vault=/v", "--index-dir", "/i", "search", "--tag", "x", "q", "--tag=y", "--json"]) == (

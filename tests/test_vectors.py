@@ -319,5 +319,23 @@ def test_a_service_is_warm_and_has_one_model_when_it_says_it_is_ready(vault, ind
         model = service.reader.embedder
         assert model is service.writer.embedder and model.spec == "hash:64" and model.slice_size == RESIDENT_SLICE
         assert service.reader.writer._segmenter is not None and service.reader._vectors is not None
+        assert service.reader.segmenter.jieba_loaded and service.writer.segmenter.jieba_loaded
+    finally:
+        service.close()
+
+
+def test_a_service_starts_when_its_vectors_are_of_an_older_model(vault, index_dir):
+    """After a model package upgrade the index's vectors no longer match the
+    model: the warm-up says so in the log, the service starts, the watcher re-embeds."""
+    from indexer.store import set_meta, transaction
+    from vault_search.service import SearchService
+
+    with open_index(vault, index_dir, HashEmbedder(64)) as idx:
+        idx.sync()
+        with transaction(idx.conn, "model"):
+            set_meta(idx.conn, "embed_fingerprint", idx.writer.embedder.fingerprint + "-older")
+    service = SearchService(vault, index_dir, watch=False)
+    try:
+        assert service.reader.segmenter.jieba_loaded and service.search("tea", mode="fts").results
     finally:
         service.close()

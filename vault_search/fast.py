@@ -222,20 +222,16 @@ def _server(vault: str, index_dir: str) -> dict | None:
         pid, port = int(info["pid"]), int(info["port"])
         host = str(info["host"])
         warnings = [str(w) for w in info.get("config_warnings", [])]
-        config_mtime = info.get("config_mtime", "missing")
+        config_stamp = info.get("config_stamp", "missing")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if info.get("vault") != vault or host not in ("127.0.0.1", "::1", "localhost"):
         return None
     if not alive(pid):
         return None
-    from indexer.locate import CONFIG_FILE
+    from indexer.locate import settings_stamp
 
-    try:
-        now = os.stat(os.path.join(vault, CONFIG_FILE)).st_mtime_ns
-    except OSError:
-        now = None
-    if now != config_mtime:
+    if settings_stamp(vault) != config_stamp:
         return None   # edited since the server read it (or an old server.json): the full CLI reads it
     return {"pid": pid, "host": host, "port": port, "config_warnings": warnings}
 
@@ -254,7 +250,7 @@ def alive(pid: int) -> bool:
 
 def quote(text: str) -> str:
     """``text`` percent-encoded as UTF-8 for a query string."""
-    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode("utf-8", "surrogatepass"))
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode("utf-8"))
 
 
 def query_string(params: dict) -> str:
@@ -265,9 +261,11 @@ def query_string(params: dict) -> str:
 def _ask(server: dict, params: dict) -> bytes | None:
     """The body of a 200 answer from this server's process, else None."""
     host, port = server["host"], server["port"]
-    request = (f"GET /search?{query_string(params)} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-               "Connection: close\r\n\r\n").encode("ascii")
     try:
+        # An argument or path that is not UTF-8 (a surrogate) raises here: the
+        # full CLI says what it does with it.
+        request = (f"GET /search?{query_string(params)} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                   "Connection: close\r\n\r\n").encode("ascii")
         # The host as bytes: a str is encoded with the idna codec, another import.
         with socket.create_connection((host.encode("ascii"), port), timeout=CONNECT_TIMEOUT_S) as sock:
             sock.settimeout(ANSWER_TIMEOUT_S)

@@ -434,7 +434,8 @@ class VaultHTTPServer(ThreadingHTTPServer):
         if self.service is None:
             raise ValueError("VaultHTTPServer.start needs the SearchService to serve")
         write_server_file(self.service.config.index_dir, str(self.server_address[0]), self.server_port,
-                          self.service.config.vault, self.service.config.warnings)
+                          self.service.config.vault, self.service.config.warnings,
+                          self.service.config.settings_stamp)
         threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
         return self
 
@@ -477,22 +478,17 @@ class VaultHTTPServer(ThreadingHTTPServer):
 
 
 def write_server_file(index_dir: Path, host: str, port: int, vault: Path,
-                      config_warnings: tuple[tuple[str, str], ...] = ()) -> Path:
+                      config_warnings: tuple[tuple[str, str], ...] = (),
+                      config_stamp: list[int] | None = None) -> Path:
     """``server.json``: where clients find this server. The thin client
     (vault_search.fast) trusts it only while the vault's settings file is
-    the one read here (its mtime), and prints the settings' warnings as the
-    full CLI would."""
-    from indexer.locate import CONFIG_FILE
-
+    the one this server read (``config_stamp``, taken before the read), and
+    prints the settings' warnings as the full CLI would."""
     from .render import printable
 
     path = Path(index_dir) / SERVER_FILE
-    try:
-        config_mtime: int | None = os.stat(Path(vault) / CONFIG_FILE).st_mtime_ns
-    except OSError:
-        config_mtime = None
     data = {"pid": os.getpid(), "host": "127.0.0.1" if host in ("0.0.0.0", "::", "") else host, "port": port,
-            "vault": str(vault), "version": __version__, "started": time.time(), "config_mtime": config_mtime,
+            "vault": str(vault), "version": __version__, "started": time.time(), "config_stamp": config_stamp,
             "config_warnings": [f"warning: {file}: {printable(message)}" for file, message in config_warnings]}
     fd, tmp = tempfile.mkstemp(dir=index_dir, prefix=SERVER_FILE, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:

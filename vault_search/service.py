@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from indexer.config import VaultConfig, load_config
+from indexer.errors import VaultSearchError
 from indexer.watch import DEBOUNCE_S, RESCAN_INTERVAL_S, Watcher
 from indexer.writer import IndexWriter
 
@@ -70,12 +71,19 @@ class SearchService:
         translation dictionary) by answering two queries; seconds taken."""
         t0 = time.perf_counter()
         with self._lock:
-            for query in WARM_QUERIES:
-                self.reader.search(query, limit=1)
-        if self.reader.has_vectors():
-            from .translate import available
+            # The whole of jieba's dictionary, for the reader and the writer: a
+            # long-lived process never takes Segmenter.prepare's short way.
+            self.reader.segmenter.load()
+            self.writer.segmenter.load()
+            try:
+                for query in WARM_QUERIES:
+                    self.reader.search(query, limit=1)
+                if self.reader.has_vectors():
+                    from .translate import available
 
-            available()   # loads the dictionary a question in the other language needs
+                    available()   # loads the dictionary a question in the other language needs
+            except VaultSearchError as exc:   # e.g. vectors of an older model: the watcher re-embeds
+                log.warning("not warmed up: %s", exc)
         seconds = time.perf_counter() - t0
         log.info("warm in %.2f s", seconds)
         return seconds
