@@ -11,7 +11,8 @@ all alike): ``python -c pass`` with the same interpreter (the floor),
 ``--json``), the same through the full CLI (``--format paths``, which the
 fast path hands over), and, with ``--qmd``, QMD's keyword search
 (``CMD search QUERY``, QMD's index built beforehand, see benchmarks/README.md);
-then the same search without the server (cold, in-process), the time from
+then the same search without the server (cold, in-process), the first
+query once the server says it is ready against the next ones, the time from
 saving a new note to seeing it in keyword results, and the server's resident
 memory.
 """
@@ -73,6 +74,16 @@ def fts_paths(port: int, query: str) -> list[str]:
     return [r["path"] for r in data["results"]]
 
 
+def search_ms(port: int, query: str) -> float:
+    """One default-mode search over HTTP, as the client sees it (ms)."""
+    t0 = time.perf_counter()
+    conn = HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/search?" + urlencode({"query": query}), headers={"Host": f"127.0.0.1:{port}"})
+    conn.getresponse().read()
+    conn.close()
+    return (time.perf_counter() - t0) * 1000
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.server_speed", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         while not (info_file.exists() and json.loads(info_file.read_text())["pid"] == proc.pid):
             time.sleep(0.05)
         port = json.loads(info_file.read_text())["port"]
+        # The first query once the server says it is ready (server.json
+        # written), in the default mode, against the next ones.
+        first_ms = search_ms(port, ZH_QUERIES[0])
+        next_ms = [search_ms(port, q) for q in ZH_QUERIES[1:] + EN_QUERIES]
         fts_paths(port, "预热")
         run_cli(base, "warm-up 预热")
         commands = {"python -c pass": [sys.executable, "-c", "pass"],
@@ -145,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "cli_cold_s": {lang: {"p50": round(percentile(v, 50), 3)} for lang, v in cold.items()},
         "save_to_searchable_s": {"p50": round(percentile(visible, 50), 2), "max": round(max(visible), 2)},
         "server_rss_mb": round(rss, 1), "server_peak_rss_mb": round(peak, 1),
+        "first_query_ms": round(first_ms, 1), "next_queries_ms_p50": round(percentile(next_ms, 50), 1),
         "side_by_side_s": {name: {"p50": round(percentile(v, 50), 4), "p95": round(percentile(v, 95), 4)}
                            for name, v in side.items()},
     }
@@ -169,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"save a note -> in keyword results: p50 {s['save_to_searchable_s']['p50']} s, "
           f"max {s['save_to_searchable_s']['max']} s")
     print(f"server memory: {s['server_rss_mb']} MB resident, {s['server_peak_rss_mb']} MB peak")
+    print(f"first query after ready: {s['first_query_ms']} ms; the next ones p50 {s['next_queries_ms_p50']} ms")
     return 0
 
 
