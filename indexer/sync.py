@@ -26,7 +26,10 @@ from .segment import PREPARE_MAX_TEXT, Segmenter, user_word_candidates
 from .store import get_meta, migrate, name_key, set_meta, transaction
 
 BATCH_NOTES = 200          # notes per write transaction
-PARSE_BUFFER_BYTES = 64 << 20  # keep parsed notes between passes up to this much text
+# Parsed notes kept between the two passes, up to this much text (the rest is
+# parsed again in pass 2). 64 MB held 550 MB peak RSS at 100k notes; 8 MB,
+# 330 MB, in the same time (247 s vs 246 s, benchmarks/README.md).
+PARSE_BUFFER_BYTES = 8 << 20
 RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # A file that could not be read just now (EACCES, EIO, EMFILE) is listed as
 # skipped with a reason starting so, and read again at every sync until it works.
