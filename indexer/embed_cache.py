@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import faults
+from .segment import default_cache_dir
 
 log = logging.getLogger("vault_search.cache")
 
@@ -58,10 +59,7 @@ def text_digest(text: str) -> bytes:
 
 def cache_dir() -> Path:
     given = os.environ.get(CACHE_DIR_ENV)
-    if given:
-        return Path(given).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "vault-search"
+    return Path(given).expanduser() if given else default_cache_dir()
 
 
 def max_bytes() -> int:
@@ -97,8 +95,6 @@ class EmbeddingCache:
     def __init__(self, path: Path | None = None, limit: int | None = None):
         self.broken: str | None = None
         self.conn: sqlite3.Connection | None = None
-        self.hits = 0
-        self.dropped = 0       # rows that failed their check
         self.limit = max_bytes() if limit is None else limit
         try:
             self.path = Path(path) if path else cache_dir() / CACHE_FILE
@@ -185,8 +181,6 @@ class EmbeddingCache:
             return {}
         if bad:
             log.warning("embedding cache: %d damaged vectors ignored (embedded again)", len(bad))
-        self.dropped += len(bad)
-        self.hits += len(found)
         return found
 
     def put(self, model: str, items: list[tuple[bytes, np.ndarray]]) -> None:

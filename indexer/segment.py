@@ -228,12 +228,16 @@ def _write_pickle(path: Path, value: Any) -> None:
         log.debug("cannot write jieba cache %s: %s", path, exc)
 
 
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/vault-search``: jieba's, the dictionary's and the embedding caches."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "vault-search"
+
+
 def user_cache_dir(path: Path | None = None) -> Path | None:
-    """``path`` or ``$XDG_CACHE_HOME/vault-search`` (jieba's and the dictionary's
-    caches), created; None when it cannot be."""
+    """``path`` or ``default_cache_dir()``, created; None when it cannot be."""
     if path is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-        path = Path(base) / "vault-search"
+        path = default_cache_dir()
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return path
@@ -264,8 +268,8 @@ class Segmenter:
         self._tk: Any = None   # jieba.Tokenizer, loaded on first use
         self._lock = threading.Lock()
         # Segmenter.prepare: (a tokenizer with only the dictionary parts some
-        # texts need, their Han characters, its names' parts, the texts).
-        self._small: tuple[Any, frozenset[str], dict[str, list[str]], str] | None = None
+        # texts need, its names' parts, the texts).
+        self._small: tuple[Any, dict[str, list[str]], str] | None = None
 
     def prepare(self, texts: Iterable[str]) -> bool:
         """Before segmenting only ``texts`` (and runs of Han text that occur
@@ -306,7 +310,7 @@ class Segmenter:
             tk = jieba.Tokenizer()
             tk.FREQ, tk.total, tk.initialized = freq, total, True
             names = {w: f for w, f in self._pending.items() if w in text}
-            self._small = (tk, chars, self._apply(tk, names), text)
+            self._small = (tk, self._apply(tk, names), text)
             return True
 
 
@@ -347,7 +351,7 @@ class Segmenter:
                 self._apply_pending()
                 new = {w: self._tk.FREQ[w] for w in new}
             elif self._small is not None and new:
-                tk, _, parts, text = self._small
+                tk, parts, text = self._small
                 if all(w in text for w in new):   # names from the prepared notes themselves
                     parts.update(self._apply(tk, dict(new)))
                 else:
@@ -361,7 +365,7 @@ class Segmenter:
         words = list(words)
         with self._lock:
             small = self._small
-            if self._tk is None and small is not None and all(w in small[2] for w in words):
+            if self._tk is None and small is not None and all(w in small[1] for w in words):
                 return {w: small[0].FREQ[w] for w in words}
         self._tokenizer()
         with self._lock:
@@ -434,8 +438,8 @@ class Segmenter:
         small = self._small
         # Only a run that occurs in the prepared text: every name inside it
         # occurs there too, so the prepared tokenizer has it.
-        if small is not None and self._tk is None and run in small[3]:
-            tk, user_parts = small[0], small[2]
+        if small is not None and self._tk is None and run in small[2]:
+            tk, user_parts = small[0], small[1]
         else:
             tk, user_parts = self._tokenizer(), self._user_parts
         out: list[str] = []

@@ -162,3 +162,31 @@ def test_vectors_of_other_weights_under_the_same_name_are_never_reused(vault, tm
         again = embedding_pass(idx.conn, tmp_path / "b", Retrained(64))
     assert Retrained(64).fingerprint == HashEmbedder(64).fingerprint != Retrained(64).cache_key
     assert first.embedded > 20 and (again.embedded, again.cached) == (first.embedded, 0)
+
+
+@pytest.mark.parametrize("action", ["interrupt", "oserror"])
+def test_an_error_inside_the_cache_write_releases_every_lock_in_process(vault, index_dir, monkeypatch, action,
+                                                                       own_embedding_cache):
+    """KeyboardInterrupt or OSError raised inside the cache's write
+    transaction, in the process that keeps going (a server's watcher): the
+    index and the cache are both writable again and the next sync finishes."""
+    from indexer import faults
+    from indexer.embed import HashEmbedder
+    from vault_search import Index
+
+    monkeypatch.setenv("VAULT_SEARCH_FAULT", f"cache-put={action}")
+    monkeypatch.setattr(faults, "_seen", {})
+    with Index.open(vault, index_dir, create=True, embedder=HashEmbedder(64)) as idx:
+        if action == "interrupt":
+            with pytest.raises(KeyboardInterrupt):
+                idx.sync()
+        else:
+            assert idx.sync().embedding.cached == 0   # the cache turned itself off for the run
+        monkeypatch.delenv("VAULT_SEARCH_FAULT")
+        done = idx.sync().embedding
+        assert done.waiting == 0 and done.rows > 20
+    with sqlite3.connect(own_embedding_cache / CACHE_FILE, timeout=0) as conn:   # no lock left behind
+        conn.execute("BEGIN IMMEDIATE")
+        conn.rollback()
+    again, _ = index(vault, index_dir.parent / "again")
+    assert again["waiting"] == 0
