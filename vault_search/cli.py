@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
-import re
 import sys
 import time
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -84,6 +85,22 @@ def _config(ctx):
     if "config" not in ctx.obj:
         ctx.obj["config"] = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
     return ctx.obj["config"]
+
+
+@contextmanager
+def _index_reader(config):
+    """A read-only connection to the index, or None when there is none yet."""
+    from indexer.store import connect, db_path
+
+    path = db_path(config.index_dir)
+    if not path.exists():
+        yield None
+        return
+    conn = connect(path, readonly=True)
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 def _open(ctx, **kwargs):
@@ -224,7 +241,7 @@ def cache(clear, as_json):
 @click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="How many notes to return.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON (the stable schema); = --format json.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "paths", "paths0", "md"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "paths", "paths0", "md"]), default=None,
               help="text (default: coloured on a terminal), json, paths (one per line, control characters "
                    "escaped), paths0 (exact paths, NUL-terminated, for xargs -0) or md (a Markdown list).")
 @click.option("--tag", "tags", multiple=True, metavar="TAG",
@@ -246,6 +263,7 @@ def cache(clear, as_json):
                    "only the 3 best guesses; 0 in fts and vector.")
 @click.option("--related", is_flag=True,
               help="After the hits, list notes one link away from the top hits (marked related).")
+@click.option("--full", is_flag=True, help="Include each note's whole text (JSON: the result's `text`).")
 @click.option("--explain", is_flag=True,
               help="Show the FTS query, each retriever's rank and score, and the fused score.")
 @click.option("--rerank", is_flag=True,
@@ -271,7 +289,7 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
     from dataclasses import replace
 
     from .options import SearchOptions
-    from .render import cli_output, printable, render_markdown, render_paths, render_paths0
+    from .render import cli_output, printable, render_csv, render_markdown, render_paths, render_paths0
     from .results import SearchResponse
 
     text = " ".join(query)
@@ -296,8 +314,10 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
             response = idx.search(text, options, rerank_settings=settings)
     if fmt in ("text", "json"):
         click.echo(cli_output(response, fmt), nl=False)
-    elif fmt in ("paths", "paths0", "md"):
-        if fmt == "paths0":
+    elif fmt in ("paths", "paths0", "md", "csv"):
+        if fmt == "csv":
+            click.echo(render_csv(response).encode("utf-8", "surrogateescape"), nl=False)   # bytes: as they are
+        elif fmt == "paths0":
             click.echo(render_paths0(response), nl=False)  # bytes: written as they are, never ANSI-stripped
         elif response.results:
             click.echo(render_paths(response) if fmt == "paths" else render_markdown(response))
@@ -332,39 +352,35 @@ def _ask_server(ctx, text, options) -> dict | None:
     return data
 
 
-LOCATION_RE = re.compile(r"^(?P<path>.*?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
-
-
 @main.command()
 @click.argument("location")
 @click.option("--json", "as_json", is_flag=True, help="Print {path, start_line, end_line, total_lines, text}.")
+@click.option("-l", "--line-numbers", is_flag=True, help="Put each line's number before it.")
 @click.pass_context
-def get(ctx, location, as_json):
+def get(ctx, location, as_json, line_numbers):
     """Print a note, or lines of it: PATH, PATH:START or PATH:START-END.
 
-    PATH is relative to the vault; files outside the vault are refused.
+    PATH is relative to the vault (.md optional), or a note's name or alias
+    as a wikilink names it (`get Dates`, `get 首页`); files outside the
+    vault are refused.
     The text is printed exactly when piped; on a terminal, control
     characters in it other than newline and tab (an ESC sequence, say) are
     shown escaped (\\x1b) instead of acting on the terminal.
     """
-    from indexer.scan import is_markdown
-
-    from .files import read_note
+    from .files import BadLocationError, parse_location, read_note
     from .render import printable
 
     config = _config(ctx)
-    path, start, end = location, None, None
-    m = LOCATION_RE.match(location)
-    if not (config.vault / location).is_file():
-        head, _, spec = location.rpartition(":")
-        if m:
-            path, start = m.group("path"), int(m.group("start"))
-            end = int(m.group("end")) if m.group("end") else None
-        elif head and (is_markdown(head) or (config.vault / head).is_file()
-                       or (config.vault / (head + ".md")).is_file()):
-            raise click.UsageError(f"bad line range {spec!r} in {location!r}: use PATH, PATH:START or "
-                                   "PATH:START-END (lines are numbered from 1)", ctx)
-    note = read_note(config, path, start, end)   # reading a file needs no index
+    try:
+        path, start, end = parse_location(config, location)
+    except BadLocationError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    with _index_reader(config) as conn:   # reading a file needs no index; a name or an alias does
+        note = read_note(config, path, start, end, conn)
+    if line_numbers:
+        width = len(str(note.end_line))
+        note = dataclasses.replace(note, text="\n".join(
+            f"{n:>{width}}  {line}" for n, line in enumerate(note.text.split("\n"), note.start_line)))
     if as_json:
         click.echo(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
     elif sys.stdout.isatty():
@@ -372,6 +388,51 @@ def get(ctx, location, as_json):
     else:
         # bytes, so that click does not strip ANSI codes: a pipe gets the note as it is
         click.echo((note.text + "\n").encode("utf-8", "surrogateescape"), nl=False)
+
+
+@main.command("multi-get")
+@click.argument("patterns", nargs=-1, required=True)
+@click.option("--max-bytes", type=click.IntRange(1), default=100_000, show_default=True, metavar="N",
+              help="Stop at this many bytes in all; what does not fit is listed as cut.")
+@click.option("--max-lines", type=click.IntRange(1), default=None, metavar="N", help="At most N lines of each note.")
+@click.option("--json", "as_json", is_flag=True, help="Print {notes, cut, bytes, max_bytes} as JSON.")
+@click.pass_context
+def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
+    """Print several notes: a glob, a folder, paths or names.
+
+    \b
+    Examples:
+      vault-search multi-get 'memory/2026-11-*.md'
+      vault-search multi-get Projects/ --max-lines 40
+      vault-search multi-get Home "Deep Work" 数据库索引
+
+    * and ? stay inside a folder, ** crosses folders. Notes come in the
+    order named (a glob's in path order) until --max-bytes is reached.
+    """
+    from .render import render_notes
+
+    with _open(ctx) as idx:
+        texts = idx.multi_get(list(patterns), max_bytes, max_lines)
+    if as_json:
+        click.echo(json.dumps(texts.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_notes(texts))
+
+
+@main.command()
+@click.argument("folder", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print {folder, folders, notes} as JSON.")
+@click.pass_context
+def ls(ctx, folder, as_json):
+    """List a folder: sub-folders with note counts, then notes with dates and titles."""
+    from .render import render_listing
+
+    with _open(ctx) as idx:
+        listing = idx.ls(folder)
+    if as_json:
+        click.echo(json.dumps(listing.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_listing(listing))
 
 
 @main.command()

@@ -5,6 +5,7 @@ Needs no index: ``vault-search get`` reads a file without opening one."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -12,8 +13,71 @@ from indexer.config import VaultConfig
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
 from indexer.parse import BinaryNoteError, decode_note, split_lines
 from indexer.scan import IgnoreRules, is_markdown
+from indexer.store import name_key
 
 from .results import NoteText
+
+# PATH:START or PATH:START-END, as the text output prints a hit's place.
+LOCATION_RE = re.compile(r"^(?P<path>.*?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+# Candidates named in an ambiguous-name error.
+MAX_CANDIDATES = 8
+
+
+class BadLocationError(UsageValueError):
+    """``PATH:abc``: a line range that is not numbers."""
+
+
+class AmbiguousNameError(UsageValueError):
+    """A name or alias that several notes carry."""
+
+
+def parse_location(config: VaultConfig, location: str) -> tuple[str, int | None, int | None]:
+    """``PATH``, ``PATH:START`` or ``PATH:START-END`` (or a note's name in
+    place of PATH) → (path, start, end); a file whose name ends in ``:12`` is
+    read whole."""
+    if (config.vault / location).is_file():
+        return location, None, None
+    m = LOCATION_RE.match(location)
+    if m:
+        return m.group("path"), int(m.group("start")), int(m.group("end")) if m.group("end") else None
+    head, _, spec = location.rpartition(":")
+    if head and (is_markdown(head) or (config.vault / head).is_file() or (config.vault / (head + ".md")).is_file()):
+        raise BadLocationError(f"bad line range {spec!r} in {location!r}: use PATH, PATH:START or "
+                               "PATH:START-END (lines are numbered from 1)")
+    return location, None, None
+
+
+def note_by_name(conn: sqlite3.Connection, name: str) -> str:
+    """The indexed note that ``name`` names, read the way Obsidian reads a
+    wikilink: a path from the vault root or the end of one (``Dates``,
+    ``Getting Started/Dates``; case-insensitive, ``.md`` optional), else a
+    frontmatter alias, else a title. Several notes at the first level that
+    matches: ``AmbiguousNameError`` listing them (a link would pick the one
+    nearest the root; a command asked for one note should not guess)."""
+    key = name.replace("\\", "/").strip().strip("/")
+    stem = os.path.splitext(key)[0] if is_markdown(key) else key
+    if not stem:
+        raise NoteNotFoundError(f"{name!r}: no such note in the vault")
+    folded = stem.casefold()
+    like = stem.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    patterns = [pre + like + ext for pre in ("", "%/") for ext in (".md", ".markdown")]
+    by_path = [p for (p,) in conn.execute(
+        "SELECT path FROM notes WHERE " + " OR ".join(["path LIKE ? ESCAPE '\\'"] * len(patterns))
+        + " ORDER BY path", patterns)
+        if (s := os.path.splitext(p)[0].casefold()) == folded or s.endswith("/" + folded)]
+    levels = [by_path]
+    for kind in ("alias", "title"):
+        levels.append([p for (p,) in conn.execute(
+            "SELECT DISTINCT n.path FROM names nm JOIN notes n ON n.id = nm.note_id WHERE nm.key = ? AND nm.kind = ? "
+            "ORDER BY n.path", (name_key(stem), kind))])
+    for found in levels:
+        if len(found) == 1:
+            return found[0]
+        if found:
+            shown = ", ".join(found[:MAX_CANDIDATES]) + (f", ... ({len(found)} in all)"
+                                                         if len(found) > MAX_CANDIDATES else "")
+            raise AmbiguousNameError(f"{name!r} names {len(found)} notes: {shown}; give the path")
+    raise NoteNotFoundError(f"{name}: no note has this path, name or alias")
 
 
 def resolve_path(config: VaultConfig, path: str) -> str:
@@ -41,9 +105,27 @@ def resolve_path(config: VaultConfig, path: str) -> str:
     return real
 
 
-def read_note(config: VaultConfig, path: str, start: int | None = None, end: int | None = None) -> NoteText:
-    """Lines ``start``..``end`` (1-based, inclusive) of a file inside the vault."""
-    full = resolve_path(config, path)
+def _named(conn: sqlite3.Connection, name: str, missing: NoteNotFoundError) -> str:
+    """``note_by_name``; when no note has the name either, the path's own error."""
+    try:
+        return note_by_name(conn, name)
+    except NoteNotFoundError:
+        if "no such note" in str(missing):
+            raise NoteNotFoundError(f"{name}: no note has this path, name or alias") from None
+        raise missing from None
+
+
+def read_note(config: VaultConfig, path: str, start: int | None = None, end: int | None = None,
+              conn: sqlite3.Connection | None = None) -> NoteText:
+    """Lines ``start``..``end`` (1-based, inclusive) of a file inside the
+    vault; with the index's ``conn``, ``path`` may also be a note's name or
+    alias (``note_by_name``)."""
+    try:
+        full = resolve_path(config, path)
+    except NoteNotFoundError as missing:
+        if conn is None:
+            raise
+        full = resolve_path(config, _named(conn, path, missing))
     try:
         with open(full, "rb") as fh:
             data = fh.read(config.max_file_bytes + 1)
@@ -74,7 +156,10 @@ def indexed_path(conn: sqlite3.Connection, config: VaultConfig, path: str) -> st
     for candidate in (given, given + ".md"):
         if conn.execute("SELECT 1 FROM notes WHERE path = ?", (candidate,)).fetchone():
             return candidate
-    real = resolve_path(config, path)  # absolute paths; refuses anything outside the vault
+    try:
+        real = resolve_path(config, path)  # absolute paths; refuses anything outside the vault
+    except NoteNotFoundError as missing:
+        return _named(conn, path, missing)
     rel = os.path.relpath(real, os.path.realpath(config.vault)).replace(os.sep, "/")
     if not conn.execute("SELECT 1 FROM notes WHERE path = ?", (rel,)).fetchone():
         raise NoteNotFoundError(f"{path}: not an indexed note (run `vault-search index`?)")

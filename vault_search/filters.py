@@ -3,6 +3,7 @@ the SQL that applies them."""
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -180,12 +181,44 @@ def clean_text(text: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+RELATIVE_RE = re.compile(r"^(\d{1,5})\s*(d|w|m|y)$")
+MONTH_RE = re.compile(r"^(\d{4})(?:-(\d{1,2}))?$")
+
+
+def user_date(value: str, today: dt.date | None = None) -> str | None:
+    """A date as a person types it, as an ISO prefix (None: not a date):
+    ``2026-11-01``, ``"2026-11-01 09:30"``, a month ``2026-11`` or a year
+    ``2026`` (compared at that precision), ``today``, ``yesterday``, or an
+    age: ``7d``, ``2w``, ``3m`` (months), ``1y`` before today."""
+    text = value.strip().casefold()
+    today = today or dt.date.today()
+    if text in ("today", "yesterday"):
+        return (today - dt.timedelta(days=text == "yesterday")).isoformat()
+    m = RELATIVE_RE.match(text)
+    if m:
+        n, unit = int(m.group(1)), m.group(2)
+        if unit in "dw":
+            return (today - dt.timedelta(days=n * (7 if unit == "w" else 1))).isoformat()
+        months = today.year * 12 + today.month - 1 - n * (12 if unit == "y" else 1)
+        if months < 12:
+            return None
+        year, month = divmod(months, 12)
+        return dt.date(year, month + 1, min(today.day, calendar.monthrange(year, month + 1)[1])).isoformat()
+    m = MONTH_RE.match(text)
+    if m:
+        if m.group(2) is None:
+            return m.group(1) if int(m.group(1)) >= 1 else None
+        return f"{m.group(1)}-{int(m.group(2)):02d}" if 1 <= int(m.group(2)) <= 12 else None
+    return normalize_date(value.strip(), strict=True)
+
+
 def _date_arg(option: str, value: str | None) -> str | None:
     if value is None or value == "":
         return None
-    iso = normalize_date(value, strict=True)
+    iso = user_date(value)
     if iso is None:
-        raise FilterError(f"{option} expects a date like 2026-11-01 or '2026-11-01 09:30', got {value!r}")
+        raise FilterError(f"{option} expects a date like 2026-11-01, '2026-11-01 09:30', 2026-11, 2026, "
+                          f"today, yesterday, or an age like 7d, 2w, 3m, 1y; got {value!r}")
     return iso
 
 

@@ -21,7 +21,7 @@ from indexer.writer import IndexWriter
 
 from . import files, graph, search, status
 from .options import SearchOptions, UnsupportedModeError
-from .results import IndexStatus, NoteLinks, NoteText, SearchResponse, TagCounts
+from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, TagCounts
 
 if TYPE_CHECKING:
     from .rerank import RerankSettings
@@ -97,6 +97,19 @@ class Index:
         """Every tag with its note count, most used first (``graph.tag_counts``)."""
         return graph.tag_counts(self.conn, limit)
 
+    def multi_get(self, patterns: list[str], max_bytes: int | None = None,
+                  max_lines: int | None = None) -> NoteTexts:
+        """Several notes at once, by glob, folder, path or name, within a size cap (``browse.multi_get``)."""
+        from . import browse
+
+        return browse.multi_get(self.conn, self.config, patterns, max_bytes or browse.DEFAULT_MAX_BYTES, max_lines)
+
+    def ls(self, folder: str | None = None) -> FolderListing:
+        """A folder's sub-folders (with counts) and notes (``browse.list_folder``)."""
+        from . import browse
+
+        return browse.list_folder(self.conn, folder)
+
     # -- vectors -----------------------------------------------------------
     @property
     def model_spec(self) -> str | None:
@@ -138,8 +151,13 @@ class Index:
         return search.obsidian_uri(self.config.vault_name, path)
 
     def get(self, path: str, start: int | None = None, end: int | None = None) -> NoteText:
-        """Lines ``start``..``end`` (1-based, inclusive) of a file inside the vault (``files.read_note``)."""
-        return files.read_note(self.config, path, start, end)
+        """Lines ``start``..``end`` (1-based, inclusive) of a note inside the
+        vault (``files.read_note``). ``path`` may be a note's name or alias,
+        and may carry the range as ``PATH:START-END`` when start and end are
+        not given."""
+        if start is None and end is None:
+            path, start, end = files.parse_location(self.config, path)
+        return files.read_note(self.config, path, start, end, self.conn)
 
     def resolve_path(self, path: str) -> str:
         """The real file behind a vault path; refuses anything outside the vault."""

@@ -64,6 +64,8 @@ class SearchOptions:
                                                        "a note answers, the result's relevance field) is below this. "
                                                        "Default in hybrid mode: 0.15 when some result reaches 0.4, "
                                                        "else the 3 best guesses (a warning says so); 0 otherwise.")
+    full: bool = _option(False, "flag", "include each note's whole text as the result's `text` (costly: prefer "
+                                        "`get` on the hits' line ranges).")
     explain: bool = _option(False, "flag", tool=False)
     rerank: bool = _option(False, "flag", "let the configured LLM judge the top results (slower; only if the user "
                                           "set it up).")

@@ -14,7 +14,7 @@ import re
 
 import click
 
-from .results import Explain, IndexStatus, NoteLinks, SearchResponse, TagCounts
+from .results import Explain, FolderListing, IndexStatus, NoteLinks, NoteTexts, SearchResponse, TagCounts
 from .snippet import highlight_spans
 
 # C0 controls, DEL and C1 controls (Unicode category Cc): all the characters a
@@ -82,6 +82,10 @@ def render_search(response: SearchResponse) -> str:
             lines.append(f"    {highlight(r.snippet, response.terms)}")
         if r.tags:
             lines.append("    " + click.style(printable(" ".join("#" + t for t in r.tags[:8])), fg="magenta"))
+        if r.text is not None:
+            lines.append(click.style("    ┌─ the whole note", dim=True))
+            lines.extend("    │ " + printable(line, keep="\t") for line in r.text.split("\n"))
+            lines.append(click.style("    └─", dim=True))
     if response.results:
         extra = len(response.results) - len(hits)
         lines.append(click.style(f"{len(hits)} result{'' if len(hits) == 1 else 's'}"
@@ -112,6 +116,28 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
             parts.append(f"dated {row.date}, recency x{row.recency_factor:.3f}")
         lines.append(click.style(f"  {printable(row.path)}: " + ", ".join(parts), dim=True))
     return lines
+
+
+CSV_COLUMNS = ("rank", "path", "start_line", "end_line", "title", "heading", "score", "relevance", "match", "date",
+               "tags", "stale", "related_to", "snippet", "uri")
+
+
+def render_csv(response: SearchResponse) -> str:
+    """One row per result under a header (RFC 4180, CRLF line ends as the
+    csv module writes them): tags joined by spaces, ``text`` last with --full."""
+    import csv
+    import io
+
+    full = any(r.text is not None for r in response.results)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS + (("text",) if full else ()))
+    for i, r in enumerate(response.results, 1):
+        row = [i, r.path, r.start_line, r.end_line, r.title, r.heading, r.score,
+               "" if r.relevance is None else r.relevance, r.match or "", r.date or "", " ".join(r.tags),
+               "true" if r.stale else "false", r.related_to or "", r.snippet, r.uri]
+        writer.writerow(row + ([r.text or ""] if full else []))
+    return out.getvalue()
 
 
 def render_paths(response: SearchResponse) -> str:
@@ -216,3 +242,30 @@ def render_links(links: NoteLinks) -> str:
 def render_tags(tags: TagCounts) -> str:
     """One tag a line, with its note count ("" when there are none)."""
     return "\n".join(f"{t.notes:>6}  #{printable(t.tag)}" for t in tags.tags)
+
+
+def render_notes(texts: NoteTexts) -> str:
+    """``multi-get``: each note under a ``==> path:start-end (of N lines) <==`` line, then what was cut."""
+    out = []
+    for note in texts.notes:
+        out.append(f"==> {printable(note.path)}:{note.start_line}-{note.end_line} "
+                   f"(of {note.total_lines} lines) <==")
+        out.append(printable(note.text, keep="\n\t"))
+        out.append("")
+    if texts.cut:
+        out.append(f"cut to stay within {texts.max_bytes} bytes (--max-bytes) or --max-lines:")
+        out.extend(f"  {printable(c.path)}  {c.bytes} bytes, {c.reason}" for c in texts.cut)
+    return "\n".join(out).rstrip("\n")
+
+
+def render_listing(listing: FolderListing) -> str:
+    """``ls``: sub-folders (notes under each, newest date), then notes (date, title)."""
+    out = []
+    for f in listing.folders:
+        plural = "note" if f.notes == 1 else "notes"
+        out.append(f"{printable(f.path)}  {f.notes} {plural}" + (f", newest {f.latest}" if f.latest else ""))
+    for n in listing.notes:
+        name = n.path.rsplit("/", 1)[-1]
+        title = "" if n.title == name.rsplit(".", 1)[0] else f"  {printable(n.title)}"
+        out.append(f"{printable(name)}  {(n.date or n.modified)[:16]}{title}")
+    return "\n".join(out)

@@ -42,6 +42,8 @@ class SearchResult:
     # translations (x0.8), and the calibrated vector evidence; 1 for a name
     # match. --min-score cuts on it. None for a related note.
     relevance: float | None = None
+    # With --full: the note's whole text (in the JSON only when set).
+    text: str | None = None
 
 
 @dataclass
@@ -110,6 +112,9 @@ class SearchResponse:
     def to_dict(self) -> dict:
         data = asdict(replace(self, explain=None))
         del data["terms"], data["explain"]
+        for result in data["results"]:
+            if result["text"] is None:
+                del result["text"]
         if self.explain is not None:
             data["explain"] = self.explain.to_dict()
         return data
@@ -235,6 +240,54 @@ class TagCount:
 class TagCounts:
     """Every tag, most used first (``tags --json``, HTTP /tags)."""
     tags: list[TagCount] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class CutNote:
+    """A note ``multi-get`` left out, or cut short, to stay under its size cap."""
+    path: str
+    bytes: int
+    reason: str      # "over max_bytes" (left out) or "cut at max_lines" / "cut at max_bytes" (cut short)
+
+
+@dataclass
+class NoteTexts:
+    """``multi-get``: notes in path order, within ``max_bytes`` in all."""
+    notes: list[NoteText] = field(default_factory=list)
+    cut: list[CutNote] = field(default_factory=list)
+    bytes: int = 0
+    max_bytes: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FolderEntry:
+    path: str        # vault-relative, ending in "/"
+    notes: int       # notes under it, at any depth
+    latest: str      # the newest date under it (YYYY-MM-DD): a note's date, else its modification time
+
+
+@dataclass
+class NoteEntry:
+    path: str
+    title: str
+    date: str | None      # the note's date (frontmatter, file name), else None
+    modified: str         # the file's modification time, YYYY-MM-DD HH:MM (local)
+    tags: list[str]
+    bytes: int
+
+
+@dataclass
+class FolderListing:
+    """``ls FOLDER``: its sub-folders (with counts) and its own notes."""
+    folder: str
+    folders: list[FolderEntry] = field(default_factory=list)
+    notes: list[NoteEntry] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from indexer.config import VaultConfig
-from indexer.errors import UsageValueError
+from indexer.errors import UsageValueError, VaultSearchError
 from indexer.plain import reading_text
 from indexer.segment import WORD_RE, has_han
 from indexer.store import describe_db_error, name_key, vectors_state
@@ -159,10 +159,26 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
     results = [r for _, r in pairs]
     if options.related and results:
         results += related(conn, index.config, results, filters, fq.terms)
+    if options.full:
+        warnings += whole_notes(index.config, results)
     trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation) \
         if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms)
+
+
+def whole_notes(config: VaultConfig, results: list[SearchResult]) -> list[str]:
+    """``--full``: each result's whole note as its ``text``; a warning for a
+    note that cannot be read now (deleted since the index saw it)."""
+    from .files import read_note
+
+    problems = []
+    for r in results:
+        try:
+            r.text = read_note(config, r.path).text
+        except VaultSearchError as exc:
+            problems.append(f"--full: {exc}")
+    return problems
 
 
 def prepare(query: str, options: SearchOptions, config: VaultConfig) -> tuple[str, int, SearchFilters]:

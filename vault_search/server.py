@@ -6,6 +6,8 @@ Endpoints (GET with query parameters, or POST with a JSON body):
     /search?query=...&OPTION=...    the same JSON as `vault-search search --json`;
                                     the options of ``SearchOptions`` (options.py)
     /get?path=...&start=&end=       {path, start_line, end_line, total_lines, text}
+    /multi-get?paths=GLOB&paths=... several notes within max_bytes (and max_lines each)
+    /ls?folder=...                  a folder's sub-folders and notes
     /links?path=...                 outlinks, backlinks and unresolved links of a note
     /tags                           every tag with its note count
     /status                         `vault-search status --json` plus server state
@@ -43,7 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 from indexer import __version__
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
 
-from .options import SearchOptions, read_flag, read_int, read_text
+from .options import SearchOptions, read_flag, read_int, read_list, read_text, read_whole
 from .service import SearchService
 
 log = logging.getLogger("vault_search.server")
@@ -168,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.count_request()
         if endpoint not in ENDPOINTS:
             return self._send(404, {"error": f"no endpoint {url.path}; use {', '.join(ENDPOINTS)}"})
-        route = getattr(self, "_" + endpoint[1:])
+        route = getattr(self, "_" + endpoint[1:].replace("-", "_"))
         unknown = sorted(set(params) - set(ENDPOINTS[endpoint]))
         if unknown:
             close = difflib.get_close_matches(unknown[0], ENDPOINTS[endpoint], n=1)
@@ -280,8 +282,16 @@ class _Handler(BaseHTTPRequestHandler):
         path = read_text(params, "path")
         if not path:
             raise UsageValueError("get needs a path")
-        start, end = read_int(params, "start", None), read_int(params, "end", None)
+        start, end = read_int(params, "start", None), read_int(params, "end", None)   # or PATH:START-END
         return self.service.get(path, start, end).to_dict()
+
+    def _multi_get(self, params) -> dict:
+        patterns = read_list(params, "paths", "path", "pattern")
+        return self.service.multi_get(patterns, read_whole(params, "max_bytes", None, (1, 10**8)),
+                                      read_whole(params, "max_lines", None, (1, 10**8))).to_dict()
+
+    def _ls(self, params) -> dict:
+        return self.service.ls(read_text(params, "folder", "path")).to_dict()
 
     def _status(self, params) -> dict:
         status = self.service.status()
@@ -290,13 +300,15 @@ class _Handler(BaseHTTPRequestHandler):
         return status.to_dict()
 
 
-LIST_PARAMS = SearchOptions.list_param_names()
+LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")
 # Each endpoint and the parameters it takes (query string or JSON body); any
 # other parameter is a 400, so a misspelt one is never ignored. The README's
 # endpoint table is checked against this (tests/test_docs.py).
 ENDPOINTS: dict[str, tuple[str, ...]] = {
     "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color"),
     "/get": ("path", "start", "end"),
+    "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines"),
+    "/ls": ("folder", "path"),
     "/links": ("path",),
     "/tags": (),
     "/status": (),

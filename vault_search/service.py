@@ -24,7 +24,7 @@ from indexer.writer import IndexWriter
 
 from .index import Index
 from .options import SearchOptions
-from .results import IndexStatus, NoteLinks, NoteText, SearchResponse, ServerState, TagCounts
+from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, ServerState, TagCounts
 
 if TYPE_CHECKING:
     from .rerank import RerankSettings
@@ -120,7 +120,19 @@ class SearchService:
 
     def get(self, path: str, start: int | None = None, end: int | None = None) -> NoteText:
         with self._lock:
+            self.reader.refresh()   # a name is looked up in the index
             return self.reader.get(path, start, end)
+
+    def multi_get(self, patterns: list[str], max_bytes: int | None = None,
+                  max_lines: int | None = None) -> NoteTexts:
+        with self._lock:
+            self.reader.refresh()
+            return self.reader.multi_get(patterns, max_bytes, max_lines)
+
+    def ls(self, folder: str | None = None) -> FolderListing:
+        with self._lock:
+            self.reader.refresh()
+            return self.reader.ls(folder)
 
     def links(self, path: str) -> NoteLinks:
         with self._lock:
