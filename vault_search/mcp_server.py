@@ -1,8 +1,11 @@
-"""``vault-search mcp``: a Model Context Protocol server on stdio.
+"""``vault-search mcp``: a Model Context Protocol server, on stdio or inside `serve`.
 
-An agent whose memory is this vault gets four tools (search, get, links, status). The server keeps the
-index, jieba and the embedding model loaded for the whole session and runs
-the watcher, so edits to the vault are searchable moments later.
+An agent whose memory is this vault gets the tools below (search, get,
+multi_get, ls, links, tags, status). The server keeps the index, jieba and
+the embedding model loaded for the whole session and runs the watcher, so
+edits to the vault are searchable moments later. ``vault-search serve``
+answers the same tools over the SDK's streamable HTTP transport at ``/mcp``
+(``http_app``), so several agents share one warm process.
 """
 
 from __future__ import annotations
@@ -10,14 +13,16 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from indexer import __version__
 from indexer.errors import VaultSearchError
 
-from .options import SearchOptions
+from .options import SearchOptions, agent_words
 from .service import SearchService
 
 log = logging.getLogger("vault_search.mcp")
@@ -27,18 +32,31 @@ Search the user's Markdown notes (an Obsidian vault; memory notes, daily logs, i
 Use `search` as a fallback when you do not already know which note holds a fact: it finds notes by
 keywords and by meaning, across Chinese and English, and returns paths with line ranges. Then use `get`
 with that path and line range to read the exact lines before relying on them. If you already know the
-path, call `get` directly. `links` lists a note's outlinks and backlinks, to follow a topic. Results
-marked `stale: true` were not verified recently (or have expired): check them before trusting them, or
-pass exclude_stale. `status` tells how many notes are indexed and whether the index is current."""
+path or the note's name, call `get` directly; `multi_get` reads several notes (a glob or a folder) within a
+size cap, `ls` lists a folder. `links` lists a note's outlinks and backlinks, to follow a topic; `tags`
+lists the tags. Results marked `stale: true` were not verified recently (or have expired): check them
+before trusting them, or pass exclude_stale. `status` tells how many notes are indexed and whether the
+index is current."""
 
 SEARCH_HELP = """\
 Find notes by keywords and by meaning (Chinese and English). Use it when you do not know which note holds a \
-fact. {options}
-Returns results with path, title, heading, start_line, end_line, snippet and score; read the lines with `get` \
-before relying on a snippet."""
+fact. Returns at most `limit` results, best first, each with path, title, heading, start_line, end_line, \
+snippet, score, relevance and match; read the lines with `get` before relying on a snippet.
+Scores: `relevance` (0-1) is how much of the query the note answers, on a scale that means the same for every \
+query; `score` only orders one response. `match` says how a note was found: "name" (the query is its title or \
+alias), "keyword", "both" (keywords and meaning) or "vector" (meaning alone: a guess, weigh it as such).
+When results run out: results stop where relevance falls below min_score, so fewer than `limit` results (or \
+none) means nothing else in the vault answers the query well; do not retry with a larger limit, rephrase or \
+try other words. A warning says when only weak guesses were found, or chunks still wait for vectors.
+Options: {options}"""
 
+NoteParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), "
+                                             "PATH:START-END as the text output prints it, or a note's name or "
+                                             "alias as a wikilink names it.")]
 
-def build_server(service_factory) -> Any:
+def build_server(service_factory: Callable[[], SearchService], *, owns_service: bool = True) -> Any:
+    """The MCP server over ``service_factory()``'s service, closed at the end
+    of the session unless ``owns_service`` is False (``serve``'s own)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -50,15 +68,19 @@ def build_server(service_factory) -> Any:
         try:
             yield state
         finally:
-            state.pop("service").close()
+            service = state.pop("service")
+            if owns_service:
+                service.close()
 
     mcp = MCPServer(name="vault-search", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    names = {name for name, _, _ in SearchOptions.params()} | {"path", "paths", "start", "end", "max_bytes",
+                                                                "max_lines", "folder", "limit"}
 
     def call(fn):
         try:
             return fn(state["service"])
         except VaultSearchError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(agent_words(str(exc), names)) from None
 
     def search(query: str, **params: Any) -> dict[str, Any]:
         def run(s):
@@ -73,23 +95,57 @@ def build_server(service_factory) -> Any:
         return call(run)
 
     # The tool's parameters are the options' (``SearchOptions.tool_parameters``).
+    query_param = Annotated[str, Field(description="What to look for, as plain text (any language; no syntax).")]
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+        [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=query_param),
          *SearchOptions.tool_parameters()], return_annotation=dict[str, Any])
     mcp.tool(description=SEARCH_HELP.format(options=SearchOptions.tool_help()))(search)
 
     @mcp.tool()
-    def links(path: str) -> dict[str, Any]:
-        """The links of a note (by vault-relative path): outlinks (with the note each resolves to,
-        or none), backlinks (notes linking to it) and unresolved links. Use it to follow a topic
-        from a note you found."""
+    def get(path: NoteParam,
+            start: Annotated[int | None, Field(description="First line, 1-based (default: 1).")] = None,
+            end: Annotated[int | None, Field(description="Last line, inclusive (default: the end).")] = None,
+            ) -> dict[str, Any]:
+        """Read a note of the vault, or lines start..end of it (1-based, inclusive). Only notes inside
+        the vault can be read; a name several notes share is refused with the candidates' paths."""
+        return call(lambda s: s.get(path, start, end).to_dict())
+
+    @mcp.tool()
+    def multi_get(
+            paths: Annotated[list[str] | str, Field(description=(
+                "What to read: globs (memory/2026-11-*.md; * stays in a folder, ** crosses folders), folders "
+                "(Projects/), paths or names; one string or a list."))],
+            max_bytes: Annotated[int | None, Field(description="Stop at this many bytes in all (default 100000).",
+                                                   json_schema_extra={"minimum": 1})] = None,
+            max_lines: Annotated[int | None, Field(description="At most this many lines of each note.",
+                                                   json_schema_extra={"minimum": 1})] = None,
+    ) -> dict[str, Any]:
+        """Read several notes at once, in the order named (a glob's in path order), until max_bytes is
+        reached. `cut` lists the notes left out or cut short: read those with `get`."""
+        patterns = [paths] if isinstance(paths, str) else list(paths)
+        return call(lambda s: s.multi_get(patterns, max_bytes, max_lines).to_dict())
+
+    @mcp.tool()
+    def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]
+           = None) -> dict[str, Any]:
+        """List a folder of the vault: its sub-folders (with how many notes lie under each and the newest
+        date), then its notes (title, date, modification time, tags)."""
+        return call(lambda s: s.ls(folder).to_dict())
+
+    @mcp.tool()
+    def links(path: NoteParam) -> dict[str, Any]:
+        """The links of a note: outlinks (with the note each resolves to, or none), backlinks (notes
+        linking to it) and unresolved links. Use it to follow a topic from a note you found."""
         return call(lambda s: s.links(path).to_dict())
 
     @mcp.tool()
-    def get(path: str, start: int | None = None, end: int | None = None) -> dict[str, Any]:
-        """Read a note of the vault, or lines start..end of it (1-based, inclusive), by its
-        vault-relative path as returned by `search`. Only notes inside the vault can be read."""
-        return call(lambda s: s.get(path, start, end).to_dict())
+    def tags(limit: Annotated[int | None, Field(description="Only the most used tags.",
+                                                json_schema_extra={"minimum": 1})] = None) -> dict[str, Any]:
+        """Every tag of the vault with how many notes carry it, most used first (a parent tag counts the
+        notes of its nested tags). Pass a tag to `search` as `tags` to search only those notes."""
+        if limit is not None and limit < 1:
+            raise ToolError("limit must be 1 or more")
+        return call(lambda s: s.tags(limit).to_dict())
 
     @mcp.tool()
     def status() -> dict[str, Any]:
@@ -98,6 +154,18 @@ def build_server(service_factory) -> Any:
         return call(lambda s: s.status().to_dict())
 
     return mcp
+
+
+def http_app(service: SearchService) -> Any:
+    """The MCP tools as an ASGI app (streamable HTTP, stateless, JSON
+    answers) over ``serve``'s own service; ``serve`` checks Host and Origin
+    before a request reaches it."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    server = build_server(lambda: service, owns_service=False)
+    return server.streamable_http_app(
+        streamable_http_path="/mcp", json_response=True, stateless_http=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
 
 
 def run(service_factory) -> None:

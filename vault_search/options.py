@@ -11,6 +11,7 @@ cli.py and its use in search.py.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -50,9 +51,11 @@ class SearchOptions:
     tags: Sequence[str] = _option((), "list", "notes must carry every tag (nested tags match their parent).",
                                   names=("tag", "tags"))
     path: str | None = _option(None, "text", "a folder of the vault.")
-    after: str | None = _option(None, "text", 'after/before: dates like 2026-11-01 or "2026-11-01 09:30" '
-                                              "(daily-log entries carry their time).")
-    before: str | None = _option(None, "text")
+    after: str | None = _option(None, "text", 'after/before: dates (inclusive) like 2026-11-01, "2026-11-01 09:30" '
+                                              "(daily-log entries carry their time), a month 2026-11 or year 2026, "
+                                              "today, yesterday, or an age: 7d, 2w, 3m, 1y.")
+    before: str | None = _option(None, "text", "before: the end of the date range (inclusive), in the forms of "
+                                               "after.")
     where: Sequence[str] = _option((), "list", 'frontmatter conditions that must all hold, like "type=feedback" or '
                                                '"due<2026-12-01".')
     exclude_stale: bool = _option(False, "flag", "leave out notes whose last_verified is old or whose valid_until "
@@ -118,10 +121,32 @@ class SearchOptions:
     @classmethod
     def tool_parameters(cls) -> list[inspect.Parameter]:
         """The MCP tool's parameters after ``query``: one per option, each
-        optional (a list, text or number defaults to None, meaning unset)."""
-        return [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_TOOL_TYPES[p.kind],
-                                  default=default if p.kind in ("whole", "flag") else None)
-                for name, p, default in cls.params() if p.tool]
+        optional (a list, text or number defaults to None, meaning unset),
+        each with its description and, in the JSON schema, its allowed values
+        (``mode`` an enum, ``limit`` its bounds; a list also takes one string).
+        The bounds are the schema's only: the value is checked by
+        ``from_params``, so a refusal has the same words on every face."""
+        from typing import Annotated, Literal
+
+        from pydantic import Field
+
+        out = []
+        for name, p, default in cls.params():
+            if not p.tool:
+                continue
+            kind: Any = _TOOL_TYPES[p.kind]
+            extra: dict[str, Any] = {}
+            if name == "mode":
+                kind = Literal["hybrid", "fts", "vector"] | None
+            if p.bounds:
+                extra = {"minimum": p.bounds[0], "maximum": p.bounds[1]}
+            extra.update(_TOOL_SCHEMA.get(name, {}))
+            doc = p.doc or name
+            annotation = Annotated[kind, Field(description=doc[:1].upper() + doc[1:],
+                                               json_schema_extra=extra or None)]
+            out.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+                                         default=default if p.kind in ("whole", "flag") else None))
+        return out
 
     @classmethod
     def tool_help(cls) -> str:
@@ -131,7 +156,23 @@ class SearchOptions:
                         for name, p, _ in cls.params() if p.tool and p.doc)
 
 
-_TOOL_TYPES = {"text": str | None, "whole": int, "number": float | None, "flag": bool, "list": list[str] | None}
+# What the JSON schema says of a number beyond its type (checked by from_params and search.prepare).
+_TOOL_SCHEMA = {"min_score": {"minimum": 0, "maximum": 1}, "recency_half_life": {"exclusiveMinimum": 0}}
+_TOOL_TYPES = {"text": str | None, "whole": int, "number": float | None, "flag": bool,
+               "list": list[str] | str | None}
+
+
+# "--recency-half-life" in a library message is "recency_half_life" to an agent.
+_FLAG_RE = re.compile(r"--([a-z][a-z-]*)")
+
+
+def agent_words(message: str, names: set[str] | None = None) -> str:
+    """A library message with each CLI flag it names (``--after``) written as
+    the request parameter an agent passes (``after``): the search options'
+    names, and ``names``."""
+    known = {name for name, _, _ in SearchOptions.params()} | (names or set())
+    return _FLAG_RE.sub(lambda m: m.group(1).replace("-", "_") if m.group(1).replace("-", "_") in known
+                        else m.group(0), message)
 
 
 # -- reading a request's values: query-string text or JSON ----------------------

@@ -40,13 +40,17 @@ from dataclasses import dataclass, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from indexer import __version__
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
 
-from .options import SearchOptions, read_flag, read_int, read_list, read_text, read_whole
+from .options import SearchOptions, agent_words, read_flag, read_int, read_list, read_text, read_whole
 from .service import SearchService
+
+if TYPE_CHECKING:
+    from .asgi import AsgiBridge
 
 log = logging.getLogger("vault_search.server")
 
@@ -154,6 +158,9 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal:
             return self._send(403, {"error": f"forbidden: {refusal}"}, close=True)
         url = urlsplit(self.path)
+        if url.path.rstrip("/") == MCP_PATH:
+            self.server.count_request()
+            return self._mcp(url, body_bytes)
         params: dict = {k: v if len(v) > 1 or k in LIST_PARAMS else v[0] for k, v in parse_qs(url.query).items()}
         if self.command == "POST":
             try:
@@ -185,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
         except WrongVaultError as exc:
             self._send(409, {"error": str(exc)})
         except (UsageValueError, ValueError, TypeError) as exc:
-            self._send(400, {"error": str(exc)})
+            self._send(400, {"error": agent_words(str(exc), set(ENDPOINTS[endpoint]))})
         except PathOutsideVaultError as exc:
             self._send(403, {"error": str(exc)})
         except NoteNotFoundError as exc:
@@ -212,6 +219,30 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _mcp(self, url, body: bytes) -> None:
+        """The MCP tools over the SDK's streamable HTTP transport (``mcp_server.http_app``)."""
+        try:
+            bridge = self.server.mcp_bridge()
+        except Exception as exc:   # the SDK missing or failing to start: say so, keep serving
+            log.exception("MCP over HTTP failed to start")
+            return self._send(500, {"error": f"MCP over HTTP is not available ({exc.__class__.__name__})"})
+        answer = bridge.request(self.command if self.command != "HEAD" else "GET", MCP_PATH, url.query,
+                                list(self.headers.items()), body, self.client_address[:2],
+                                self.connection.getsockname()[:2], RESPONSE_DEADLINE_S * 3)
+        self.server.connections.writing(self.connection)
+        self.send_response(answer.status)
+        for name, value in answer.headers:
+            if name.lower() not in ("content-length", "connection", "transfer-encoding", "date", "server"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer.body)))
+        if answer.status >= 400:
+            self.close_connection = True
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(answer.body)
 
     def _send_text(self, answer: Rendered) -> None:
         """What the CLI would print, as UTF-8 text, with this process's pid
@@ -300,6 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
         return status.to_dict()
 
 
+# MCP's streamable HTTP transport (mcp_server.http_app): JSON-RPC in the body, not these parameters.
+MCP_PATH = "/mcp"
 LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")
 # Each endpoint and the parameters it takes (query string or JSON body); any
 # other parameter is a 400, so a misspelt one is never ignored. The README's
@@ -429,11 +462,33 @@ class VaultHTTPServer(ThreadingHTTPServer):
         self.requests = 0
         self._count_lock = threading.Lock()
         self.connections = _Connections()
+        self._mcp: AsgiBridge | None = None
+        self._mcp_lock = threading.Lock()
         self.allowed_hosts = set(LOCAL_NAMES) | {h.strip().lower() for h in allow_hosts}
         if host in WILDCARD_HOSTS:
             self.allowed_hosts |= own_addresses()
         elif not is_loopback(host):
             self.allowed_hosts.add(host.lower())
+
+    def mcp_bridge(self) -> AsgiBridge:
+        """The MCP app, started on the first ``/mcp`` request (the SDK takes
+        a moment to import; most clients never ask for it)."""
+        with self._mcp_lock:
+            if self._mcp is None:
+                if self.service is None:
+                    raise VaultSearchError("the server is starting")
+                from .asgi import AsgiBridge
+                from .mcp_server import http_app
+
+                self._mcp = AsgiBridge(http_app(self.service), "mcp")
+            return self._mcp
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._mcp_lock:
+            if self._mcp is not None:
+                self._mcp.close()
+                self._mcp = None
 
     def count_request(self) -> None:
         with self._count_lock:
