@@ -475,6 +475,73 @@ def tags(ctx, as_json, limit):
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--mode", "modes", type=click.Choice(["fts", "vector", "hybrid"]), multiple=True,
+              help="A mode to score (repeatable; default: every mode the index serves).")
+@click.option("--misses", type=click.IntRange(0), default=10, show_default=True, metavar="N",
+              help="List up to N queries per mode whose target is not first.")
+@click.option("--json", "as_json", is_flag=True, help="Print {items, modes: {MODE: {metrics, misses}}} as JSON.")
+@click.pass_context
+def bench(ctx, file, modes, misses, as_json):
+    """Score search on your own known items: hit@1, MRR@10, R@10 per mode.
+
+    FILE.jsonl holds one query a line with the notes it should find:
+
+    \b
+      {"query": "how do I set a due date", "targets": ["Getting Started/Dates.md"]}
+      {"query": "首页", "targets": "Home", "kind": "name"}
+
+    A target is a path, a name or an alias; an optional "kind" gets its own row.
+    """
+    from benchmarks.own_vault import bench as run_bench
+    from benchmarks.own_vault import load_items, render
+
+    items = load_items(file)
+    with _open(ctx) as idx:
+        result = run_bench(idx, items, list(modes) or None, misses)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        click.echo(render(result))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print {settings_file, user_config, settings, warnings}.")
+@click.pass_context
+def config(ctx, as_json):
+    """Show the settings in effect and where each comes from."""
+    from click.core import ParameterSource
+
+    from indexer.store import connect, db_path, get_meta
+
+    from .settings import effective, render
+
+    group = ctx.parent
+    sources = {}
+    for name, flag, env, default in (("vault", "--vault", "VAULT_SEARCH_VAULT",
+                                      "found (the nearest folder up with .obsidian/ or .vault-search.toml, "
+                                      "else the current folder)"),
+                                     ("index_dir", "--index-dir", "VAULT_SEARCH_INDEX_DIR",
+                                      "default ($XDG_DATA_HOME/vault-search/<vault>-<hash>)")):
+        source = group.get_parameter_source(name)
+        sources[name] = (flag if source == ParameterSource.COMMANDLINE else f"environment {env}"
+                         if source == ParameterSource.ENVIRONMENT else default)
+    conf = _config(ctx)
+    model = None
+    if db_path(conf.index_dir).exists():
+        conn = connect(db_path(conf.index_dir), readonly=True)
+        try:
+            model = get_meta(conn, "embed_model")
+        finally:
+            conn.close()
+    view = effective(conf, sources["vault"], sources["index_dir"], model)
+    if as_json:
+        click.echo(json.dumps(view.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render(view))
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.pass_context
 def status(ctx, as_json):

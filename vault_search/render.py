@@ -199,6 +199,7 @@ def render_status(s: IndexStatus) -> str:
                 f"-{s.last_sync['deleted']}, {s.last_sync['unchanged']} unchanged)")
     rows = [
         ("vault", printable(s.vault)), ("index", printable(s.index_dir)),
+        ("settings", printable(s.settings_file or "none (.vault-search.toml at the vault root; see `config`)")),
         ("notes", f"{s.notes} ({s.empty_notes} empty, {s.notes_with_warnings} with warnings)"),
         ("chunks", str(s.chunks)), ("tags", str(s.tags)),
         ("links", f"{s.links} to notes, {s.unresolved_links} unresolved"),

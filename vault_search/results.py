@@ -165,6 +165,7 @@ class IndexStatus:
     links: int = 0                    # [[wikilinks]] to notes
     unresolved_links: int = 0         # ... that point at no note
     server: ServerState | None = None  # a resident face's own state (HTTP /status, MCP status)
+    settings_file: str | None = None   # the vault's .vault-search.toml; None: there is none
 
     def to_dict(self) -> dict:
         data = asdict(replace(self, server=None))

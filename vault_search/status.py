@@ -10,6 +10,7 @@ from typing import Any
 
 import indexer
 from indexer.config import VaultConfig
+from indexer.locate import CONFIG_FILE
 from indexer.store import DB_NAME, SCHEMA_VERSION, describe_db_error, get_meta, vectors_state
 
 from .results import IndexStatus
@@ -27,6 +28,7 @@ def index_status(conn: sqlite3.Connection, config: VaultConfig, warnings_limit: 
         warnings += [{"path": p, "message": f"not indexed: {r}"} for p, r in skipped]
         return IndexStatus(
             vault=str(config.vault), index_dir=str(config.index_dir),
+            settings_file=str(config.vault / CONFIG_FILE) if (config.vault / CONFIG_FILE).is_file() else None,
             notes=q("SELECT count(*) FROM notes").fetchone()[0],
             chunks=q("SELECT count(*) FROM chunks").fetchone()[0],
             empty_notes=q("SELECT count(*) FROM notes n WHERE NOT EXISTS "
