@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -65,7 +66,7 @@ def md_table(header: list[str], rows: list[list]) -> str:
 
 
 def write_report(folder: Path, title: str, command: str, sections: list[str], data: dict,
-                 charts: list[tuple[str, callable]] = ()) -> list[Path]:
+                 charts: Sequence[tuple[str, Callable]] = ()) -> list[Path]:
     """Write report.md, report.json and each chart (``name.png`` drawn by
     ``draw(plt)``); returns the files written."""
     folder = Path(folder)
