@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -20,6 +21,15 @@ MAX_WARNINGS_SHOWN = 20
 
 class _Group(click.Group):
     """Turns library errors into one-line messages and exit codes."""
+
+    def format_commands(self, ctx, formatter) -> None:
+        """The command list with each command's whole first sentence, wrapped
+        (click cuts it to the line with "...")."""
+        rows = [(name, cmd.get_short_help_str(limit=1000)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx):
         try:
@@ -52,9 +62,11 @@ class _Group(click.Group):
 @click.option("--index-dir", envvar="VAULT_SEARCH_INDEX_DIR", metavar="DIR",
               help="Where the index lives (default: $VAULT_SEARCH_INDEX_DIR, else "
                    "$XDG_DATA_HOME/vault-search/<vault>-<hash>).")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the output: auto (on a terminal, unless $NO_COLOR is set), always, never.")
 @click.version_option(__version__, prog_name="vault-search")
 @click.pass_context
-def main(ctx, vault, index_dir):
+def main(ctx, vault, index_dir, color):
     """Hybrid search over a Markdown (Obsidian) vault, Chinese and English.
 
     Global options come before the command:
@@ -64,6 +76,9 @@ def main(ctx, vault, index_dir):
         vault-search --vault ~/notes search "数据库 索引"
     """
     ctx.obj = {"vault": vault, "index_dir": index_dir}
+    # click strips colours when ctx.color is False, keeps them when True, and
+    # decides by the terminal when None; commands inherit it.
+    ctx.color = {"always": True, "never": False}.get(color, False if os.environ.get("NO_COLOR") else None)
     from indexer.config import load_config
 
     try:
@@ -85,6 +100,50 @@ def _config(ctx):
     if "config" not in ctx.obj:
         ctx.obj["config"] = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
     return ctx.obj["config"]
+
+
+# -- shell completion: note paths, folders and tags from the index --------------
+
+MAX_COMPLETIONS = 200
+
+
+def _completions(ctx, sql: str, incomplete: str) -> list[str]:
+    """Values from the index for what the shell is completing; nothing when
+    there is no index (completion never prints an error)."""
+    from indexer.config import load_config
+
+    root = ctx.find_root().params
+    try:
+        config = load_config(root.get("vault"), root.get("index_dir"))
+        with _index_reader(config) as conn:
+            if conn is None:
+                return []
+            like = incomplete.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            return [v for (v,) in conn.execute(sql, (like, MAX_COMPLETIONS))]
+    except Exception:   # a half-typed --vault, a damaged index: no suggestions
+        return []
+
+
+def complete_note(ctx, param, incomplete: str) -> list[str]:
+    return _completions(ctx, "SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\' ORDER BY path LIMIT ?", incomplete)
+
+
+def complete_folder(ctx, param, incomplete: str) -> list[str]:
+    """Folders holding notes, at the depth being typed (``Notes/`` then ``Notes/Reading/``)."""
+    depth = incomplete.count("/")
+    rows = _completions(ctx, "SELECT DISTINCT path FROM notes WHERE path LIKE ? ESCAPE '\\' ORDER BY path LIMIT ?",
+                        incomplete)
+    folders = {"/".join(p.split("/")[:depth + 1]) + "/" for p in rows if p.count("/") > depth}
+    return sorted(folders)
+
+
+def complete_tag(ctx, param, incomplete: str) -> list[str]:
+    return _completions(ctx, "SELECT DISTINCT tag FROM note_tags WHERE tag LIKE ? ESCAPE '\\' ORDER BY tag LIMIT ?",
+                        incomplete.lstrip("#"))
+
+
+def complete_note_or_folder(ctx, param, incomplete: str) -> list[str]:
+    return complete_folder(ctx, param, incomplete) + complete_note(ctx, param, incomplete)
 
 
 @contextmanager
@@ -147,6 +206,48 @@ class _LazyProgressBar:
             self.bar.__exit__(*exc)
 
 
+# A long `index` on a pipe (an agent, CI) says how far it got this often, on
+# stderr ($VAULT_SEARCH_PROGRESS_S sets another period).
+PROGRESS_EVERY_S = 5.0
+PROGRESS_ENV = "VAULT_SEARCH_PROGRESS_S"
+# `index --json --stream`: a progress event at most this often, on stdout.
+STREAM_EVERY_S = 1.0
+
+
+def _progress_period(default: float) -> float:
+    try:
+        value = float(os.environ.get(PROGRESS_ENV, ""))
+        return value if value >= 0 else default
+    except ValueError:
+        return default
+
+
+class _ProgressLines:
+    """Progress for a non-terminal: a line on stderr every ``every`` seconds
+    (``indexing: 1200/5000 notes (24%), 240/s, about 16 s left``), or with
+    ``stream`` a JSON event a line on stdout (``{"event": "progress", ...}``)."""
+
+    def __init__(self, stage: str, unit: str, every: float = PROGRESS_EVERY_S, stream: bool = False):
+        self.stage, self.unit, self.every, self.stream = stage, unit, every, stream
+        self.started = time.monotonic()
+        self.last = self.started
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every and not (self.stream and done >= total and done):
+            return
+        self.last = now
+        elapsed = now - self.started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        if self.stream:
+            click.echo(json.dumps({"event": "progress", "stage": self.stage, "done": done, "total": total,
+                                   "elapsed_s": round(elapsed, 2)}))
+            return
+        left = f", about {(total - done) / rate:.0f} s left" if rate and total > done else ""
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        click.echo(f"{self.stage}: {done}/{total} {self.unit}{share}, {rate:.1f}/s{left}", err=True)
+
+
 @main.command()
 @click.option("--rebuild", is_flag=True, help="Delete the index and build it again from scratch.")
 @click.option("--force", is_flag=True,
@@ -162,12 +263,19 @@ class _LazyProgressBar:
 @click.option("--include-dot", multiple=True, metavar="NAME",
               help="Index a dot-folder that is skipped by default, e.g. .learnings (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
+@click.option("--stream", is_flag=True,
+              help='With --json: print progress events as they happen, one JSON object a line '
+                   '({"event": "progress", ...}), the report last ({"event": "done", "report": {...}}).')
 @click.pass_context
-def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
-    """Create the index or bring it up to date (incremental)."""
+def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, stream):
+    """Create the index or bring it up to date (incremental).
+
+    On a terminal a progress bar shows rate and ETA; piped, a progress line
+    goes to stderr every few seconds.
+    """
     from indexer.writer import IndexWriter
 
-    from .render import printable
+    from .render import plural, printable
 
     config = _config(ctx).with_overrides(ignore, include_dot)
     with IndexWriter.open(config, create=True, rebuild=rebuild) as writer:
@@ -176,28 +284,36 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json):
                 report = writer.sync(progress=progress, force=force, embed=not no_embed, model=model,
                                      embed_progress=embed_bar)
         else:
-            report = writer.sync(force=force, embed=not no_embed, model=model)
+            every = _progress_period(STREAM_EVERY_S if stream and as_json else PROGRESS_EVERY_S)
+            streamed = stream and as_json
+            report = writer.sync(progress=_ProgressLines("indexing", "note reads and writes", every, streamed),
+                                 force=force, embed=not no_embed, model=model,
+                                 embed_progress=_ProgressLines("embedding", "chunks", every, streamed))
     if as_json:
         from dataclasses import asdict
 
         data = asdict(report)
         data["warnings"] = [{"path": p, "message": m} for p, m in report.warnings]
         data["embedding"] = asdict(report.embedding) if report.embedding else None
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        if stream:
+            click.echo(json.dumps({"event": "done", "report": data}, ensure_ascii=False))
+        else:
+            click.echo(json.dumps(data, ensure_ascii=False, indent=2))
         return
     for path, message in report.warnings[:MAX_WARNINGS_SHOWN]:
         click.echo(f"warning: {printable(path or '.')}: {printable(message)}", err=True)
     if len(report.warnings) > MAX_WARNINGS_SHOWN:
         click.echo(f"... and {len(report.warnings) - MAX_WARNINGS_SHOWN} more warnings "
                    "(see `vault-search status`)", err=True)
-    click.echo(f"{report.scanned} notes scanned: {report.added} added, {report.updated} updated, "
+    click.echo(f"{plural(report.scanned, 'note')} scanned: {report.added} added, {report.updated} updated, "
                f"{report.deleted} deleted, {report.unchanged} unchanged, {report.skipped} skipped; "
-               f"{report.chunks_written} chunks written in {report.seconds:.2f} s")
+               f"{plural(report.chunks_written, 'chunk')} written in {report.seconds:.2f} s")
     if report.embedding:
         e = report.embedding
         rate = f" ({e.embedded / e.seconds:.1f} chunks/s)" if e.embedded and e.seconds else ""
         cached = f", {e.cached} from the embedding cache" if e.cached else ""
-        click.echo(f"embeddings ({e.model}): {e.embedded} chunks embedded in {e.seconds:.2f} s{rate}{cached}; "
+        click.echo(f"embeddings ({e.model}): {plural(e.embedded, 'chunk')} embedded in {e.seconds:.2f} s"
+                   f"{rate}{cached}; "
                    f"{e.rows} in the matrix, {e.waiting} waiting")
     click.echo(f"index: {config.index_dir}")
 
@@ -215,6 +331,8 @@ def cache(clear, as_json):
     """
     from indexer.embed_cache import EmbeddingCache
 
+    from .render import plural
+
     store = EmbeddingCache()
     try:
         cleared = store.clear() if clear else None
@@ -225,9 +343,10 @@ def cache(clear, as_json):
         click.echo(json.dumps({**stats.to_dict(), **({"cleared": cleared} if clear else {})}, indent=2))
         return
     if clear:
-        click.echo(f"cleared {cleared} vectors")
+        click.echo(f"cleared {plural(cleared, 'vector')}")
     click.echo(f"embedding cache: {stats.path}")
-    click.echo(f"{stats.entries} vectors, {stats.bytes / 1048576:.1f} MB of {stats.max_bytes / 1048576:.0f} MB")
+    click.echo(f"{plural(stats.entries, 'vector')}, {stats.bytes / 1048576:.1f} MB of "
+               f"{stats.max_bytes / 1048576:.0f} MB")
     for model, count in sorted(stats.models.items()):
         click.echo(f"  {count:>8}  {model}")
     if stats.error:
@@ -244,11 +363,13 @@ def cache(clear, as_json):
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "paths", "paths0", "md"]), default=None,
               help="text (default: coloured on a terminal), json, paths (one per line, control characters "
                    "escaped), paths0 (exact paths, NUL-terminated, for xargs -0) or md (a Markdown list).")
-@click.option("--tag", "tags", multiple=True, metavar="TAG",
+@click.option("--tag", "tags", multiple=True, metavar="TAG", shell_complete=complete_tag,
               help="Only notes with this tag or a tag nested under it (repeatable: all must match).")
-@click.option("--path", metavar="FOLDER", help="Only notes under this folder (vault-relative).")
+@click.option("--path", metavar="FOLDER", shell_complete=complete_folder,
+              help="Only notes under this folder (vault-relative).")
 @click.option("--after", metavar="DATE",
-              help="Only notes (daily-log entries) dated on or after DATE (YYYY-MM-DD[ HH:MM]).")
+              help="Only notes (daily-log entries) dated on or after DATE: 2026-11-01, '2026-11-01 09:30', "
+                   "2026-11, 2026, today, yesterday, or an age: 7d, 2w, 3m, 1y.")
 @click.option("--before", metavar="DATE", help="Only notes (daily-log entries) dated on or before DATE.")
 @click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
               help="Only notes whose frontmatter KEY equals VALUE (a list field: contains it); also KEY!=VALUE, "
@@ -353,7 +474,7 @@ def _ask_server(ctx, text, options) -> dict | None:
 
 
 @main.command()
-@click.argument("location")
+@click.argument("location", shell_complete=complete_note)
 @click.option("--json", "as_json", is_flag=True, help="Print {path, start_line, end_line, total_lines, text}.")
 @click.option("-l", "--line-numbers", is_flag=True, help="Put each line's number before it.")
 @click.pass_context
@@ -391,7 +512,7 @@ def get(ctx, location, as_json, line_numbers):
 
 
 @main.command("multi-get")
-@click.argument("patterns", nargs=-1, required=True)
+@click.argument("patterns", nargs=-1, required=True, shell_complete=complete_note_or_folder)
 @click.option("--max-bytes", type=click.IntRange(1), default=100_000, show_default=True, metavar="N",
               help="Stop at this many bytes in all; what does not fit is listed as cut.")
 @click.option("--max-lines", type=click.IntRange(1), default=None, metavar="N", help="At most N lines of each note.")
@@ -420,7 +541,7 @@ def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
 
 
 @main.command()
-@click.argument("folder", required=False)
+@click.argument("folder", required=False, shell_complete=complete_folder)
 @click.option("--json", "as_json", is_flag=True, help="Print {folder, folders, notes} as JSON.")
 @click.pass_context
 def ls(ctx, folder, as_json):
@@ -436,7 +557,7 @@ def ls(ctx, folder, as_json):
 
 
 @main.command()
-@click.argument("path")
+@click.argument("path", shell_complete=complete_note)
 @click.option("--json", "as_json", is_flag=True, help="Print {path, outlinks, backlinks, unresolved} as JSON.")
 @click.pass_context
 def links(ctx, path, as_json):
@@ -627,9 +748,11 @@ def watch(ctx, interval, debounce, verbose):
 
 
 def _print_sync(report, paths) -> None:
+    from .render import plural
+
     emb = getattr(report, "embedding", None)
     if report.changed or (emb and emb.embedded):
-        what = "rescan" if paths is None else (f"{len(paths)} paths" if paths else "embedding")
+        what = "rescan" if paths is None else (plural(len(paths), "path") if paths else "embedding")
         extra = f", {emb.embedded} embedded, {emb.waiting} waiting" if emb else ""
         click.echo(f"{time.strftime('%H:%M:%S')} {what}: +{report.added} ~{report.updated} "
                    f"-{report.deleted}{extra}", err=True)

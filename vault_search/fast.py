@@ -66,7 +66,7 @@ def parse(argv: list[str]) -> tuple[dict, dict] | None:
     globals_: dict = {}
     i = 0
     while i < len(argv) and argv[i] != "search":
-        name, value, i = _option(argv, i, ("--vault", "--index-dir"))
+        name, value, i = _option(argv, i, ("--vault", "--index-dir", "--color"))
         if name is None or not value:
             return None
         globals_[name] = value
@@ -187,7 +187,11 @@ def fast_search(argv: list[str]) -> int | None:
     stdout = sys.stdout
     if (getattr(stdout, "encoding", "") or "").lower().replace("-", "") != "utf8" or not hasattr(stdout, "buffer"):
         return None
-    if params["render"] == "text" and _isatty(stdout):
+    color = globals_.get("--color", "auto")
+    if color not in ("auto", "always", "never"):
+        return None   # click says what it takes
+    if params["render"] == "text" and (color == "always" or (color == "auto" and _isatty(stdout)
+                                                             and not os.environ.get("NO_COLOR"))):
         params["color"] = "1"
     params["vault"] = vault
     body = _ask(server, params)

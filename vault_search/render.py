@@ -36,6 +36,11 @@ def printable(text: str, keep: str = "") -> str:
     return _CONTROL_RE.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 note``, ``2 notes`` (``many``: the plural when it is not word + s)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def highlight(text: str, terms: list[str]) -> str:
     out, pos = [], 0
     for start, end in highlight_spans(text, terms):
@@ -88,7 +93,7 @@ def render_search(response: SearchResponse) -> str:
             lines.append(click.style("    └─", dim=True))
     if response.results:
         extra = len(response.results) - len(hits)
-        lines.append(click.style(f"{len(hits)} result{'' if len(hits) == 1 else 's'}"
+        lines.append(click.style(plural(len(hits), "result")
                                  + (f" + {extra} related" if extra else "")
                                  + f" ({response.mode}, {response.took_ms:.0f} ms)", dim=True))
     if response.explain:
@@ -205,7 +210,7 @@ def render_status(s: IndexStatus) -> str:
         ("links", f"{s.links} to notes, {s.unresolved_links} unresolved"),
         ("skipped files", str(s.skipped_files)), ("jieba words", f"{s.dictionary_words} from the vault"),
         ("model", s.model or "none (keyword only)"),
-        ("embedded", f"{s.embedded_chunks} chunks, {s.waiting_chunks} waiting" if s.model else "-"),
+        ("embedded", f"{plural(s.embedded_chunks, 'chunk')}, {s.waiting_chunks} waiting" if s.model else "-"),
         ("vectors file", printable(s.vectors or "-")),
         ("size", f"{s.db_bytes / 1048576:.1f} MB"), ("last sync", last),
         ("versions", f"vault-search {s.tool_version}, schema {s.schema_version}, "
