@@ -769,47 +769,63 @@ def _print_sync(report, paths) -> None:
 @_interval_option
 @click.option("--no-watch", is_flag=True, help="Serve the index as it is; do not watch the vault.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every request and batch.")
+@click.option("--vault", "vaults", multiple=True, metavar="DIR",
+              help="A vault to serve (repeatable: several vaults from one process; default: the global --vault).")
 @click.pass_context
-def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose):
+def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
     """Answer searches over HTTP on 127.0.0.1 and keep the index current.
 
     One resident process per vault keeps the index, jieba and the embedding
     model loaded; `vault-search search` finds it and asks it. Endpoints:
-    /search, /get, /links, /tags, /status, /health (JSON).
+    /search, /get, /multi-get, /ls, /links, /tags, /status, /health (JSON),
+    and MCP at /mcp. `serve --vault A --vault B` serves several vaults from
+    one process.
     """
+    from contextlib import ExitStack
+
     from indexer.config import load_config
 
     from .server import VaultHTTPServer, claim_index, is_loopback, remove_server_file
     from .service import SearchService
+    from .vaults import VaultSet
 
     _log_to_stderr(verbose)
     _stop_on_sigterm()
-    config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
-    with claim_index(config.index_dir, config.vault, "serve"):
+    if len(vaults) > 1 and ctx.obj["index_dir"]:
+        raise click.UsageError("--index-dir names one index; with several --vault each uses its own default", ctx)
+    configs = [load_config(v, ctx.obj["index_dir"]) for v in vaults] if vaults else [_config(ctx)]
+    for config in configs if vaults else []:   # the global --vault's were printed by main
+        for path, message in config.warnings:
+            click.echo(f"warning: {config.vault / path}: {message}", err=True)
+    if len({c.vault for c in configs}) < len(configs):
+        raise click.UsageError("the same vault is named twice", ctx)
+    with ExitStack() as stack:
+        for config in configs:
+            stack.enter_context(claim_index(config.index_dir, config.vault, "serve"))
         # Bind first: a busy port fails now, not after a first sync of the whole vault.
         try:
             httpd = VaultHTTPServer(None, host, port, allow_hosts=allow_hosts)
         except OSError as exc:
             raise VaultSearchError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
                                    "choose another --port") from None
+        stack.callback(httpd.server_close)
+        if not is_loopback(host):
+            click.echo(f"warning: serving on {host} exposes the index beyond this machine: anyone who can "
+                       f"reach port {httpd.server_port} can search and read every note", err=True)
+        services = []
+        for config in configs:
+            services.append(SearchService(config=config, interval=interval * 60, watch=not no_watch))
+            stack.callback(services[-1].close)
+        VaultSet(services)   # two vaults of one name are refused before serving
+        httpd.start(services)
         try:
-            if not is_loopback(host):
-                click.echo(f"warning: serving on {host} exposes the index beyond this machine: anyone who can "
-                           f"reach port {httpd.server_port} can search and read every note", err=True)
-            service = SearchService(config=config, interval=interval * 60, watch=not no_watch)
-            try:
-                httpd.start(service)
-                try:
-                    click.echo(f"serving {config.vault} on http://{host}:{httpd.server_port} (Ctrl-C to stop)",
-                               err=True)
-                    _wait_for_interrupt()
-                finally:
-                    httpd.shutdown()
-                    remove_server_file(config.index_dir)
-            finally:
-                service.close()
+            shown = ", ".join(str(c.vault) for c in configs)
+            click.echo(f"serving {shown} on http://{host}:{httpd.server_port} (Ctrl-C to stop)", err=True)
+            _wait_for_interrupt()
         finally:
-            httpd.server_close()
+            httpd.shutdown()
+            for config in configs:
+                remove_server_file(config.index_dir)
 
 
 @main.command()

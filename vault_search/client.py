@@ -37,7 +37,7 @@ def find_server(index_dir: Path, vault: Path) -> tuple[str, int] | None:
     except (OSError, ValueError, HTTPException):
         return None
     if status != 200 or not isinstance(health, dict) or health.get("pid") != pid or \
-            health.get("vault") != str(vault):
+            str(vault) not in (health.get("vaults") or [health.get("vault")]):
         return None
     return host, port
 

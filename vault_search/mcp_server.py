@@ -24,6 +24,7 @@ from indexer.errors import VaultSearchError
 
 from .options import SearchOptions, agent_words
 from .service import SearchService
+from .vaults import VaultSet
 
 log = logging.getLogger("vault_search.mcp")
 
@@ -50,27 +51,31 @@ none) means nothing else in the vault answers the query well; do not retry with 
 try other words. A warning says when only weak guesses were found, or chunks still wait for vectors.
 Options: {options}"""
 
+VaultParam = Annotated[str | None, Field(description=(
+    "Which vault, by name or folder, when the server serves several (status lists them); default: every vault "
+    "for search (each result names its vault), the only vault otherwise."))]
 NoteParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), "
                                              "PATH:START-END as the text output prints it, or a note's name or "
                                              "alias as a wikilink names it.")]
 
-def build_server(service_factory: Callable[[], SearchService], *, owns_service: bool = True) -> Any:
-    """The MCP server over ``service_factory()``'s service, closed at the end
-    of the session unless ``owns_service`` is False (``serve``'s own)."""
+def build_server(service_factory: Callable[[], SearchService | VaultSet], *, owns_service: bool = True) -> Any:
+    """The MCP server over ``service_factory()``'s vault (or vaults), closed
+    at the end of the session unless ``owns_service`` is False (``serve``'s own)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    state: dict[str, SearchService] = {}
+    state: dict[str, VaultSet] = {}
 
     @asynccontextmanager
     async def lifespan(server) -> AsyncIterator[dict]:
-        state["service"] = service_factory()
+        made = service_factory()
+        state["service"] = made if isinstance(made, VaultSet) else VaultSet([made])
         try:
             yield state
         finally:
-            service = state.pop("service")
+            vaults = state.pop("service")
             if owns_service:
-                service.close()
+                vaults.close()
 
     mcp = MCPServer(name="vault-search", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
     names = {name for name, _, _ in SearchOptions.params()} | {"path", "paths", "start", "end", "max_bytes",
@@ -82,7 +87,7 @@ def build_server(service_factory: Callable[[], SearchService], *, owns_service: 
         except VaultSearchError as exc:
             raise ToolError(agent_words(str(exc), names)) from None
 
-    def search(query: str, **params: Any) -> dict[str, Any]:
+    def search(query: str, vault: VaultParam = None, **params: Any) -> dict[str, Any]:
         def run(s):
             # An option left out arrives as None: unset, as in a request without it.
             options = SearchOptions.from_params({k: v for k, v in params.items() if v is not None})
@@ -91,24 +96,26 @@ def build_server(service_factory: Callable[[], SearchService], *, owns_service: 
                 from .rerank import RerankSettings
 
                 settings = RerankSettings.load(hint=" where the MCP server runs (a tool call cannot name an endpoint)")
-            return s.search(query, options, rerank_settings=settings).to_dict()
+            return s.search(query, options, vault, rerank_settings=settings).to_dict()
         return call(run)
 
     # The tool's parameters are the options' (``SearchOptions.tool_parameters``).
     query_param = Annotated[str, Field(description="What to look for, as plain text (any language; no syntax).")]
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=query_param),
-         *SearchOptions.tool_parameters()], return_annotation=dict[str, Any])
+         *SearchOptions.tool_parameters(),
+         inspect.Parameter("vault", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=VaultParam, default=None)],
+        return_annotation=dict[str, Any])
     mcp.tool(description=SEARCH_HELP.format(options=SearchOptions.tool_help()))(search)
 
     @mcp.tool()
     def get(path: NoteParam,
             start: Annotated[int | None, Field(description="First line, 1-based (default: 1).")] = None,
             end: Annotated[int | None, Field(description="Last line, inclusive (default: the end).")] = None,
-            ) -> dict[str, Any]:
+            vault: VaultParam = None) -> dict[str, Any]:
         """Read a note of the vault, or lines start..end of it (1-based, inclusive). Only notes inside
         the vault can be read; a name several notes share is refused with the candidates' paths."""
-        return call(lambda s: s.get(path, start, end).to_dict())
+        return call(lambda s: s.get(path, start, end, vault).to_dict())
 
     @mcp.tool()
     def multi_get(
@@ -119,44 +126,49 @@ def build_server(service_factory: Callable[[], SearchService], *, owns_service: 
                                                    json_schema_extra={"minimum": 1})] = None,
             max_lines: Annotated[int | None, Field(description="At most this many lines of each note.",
                                                    json_schema_extra={"minimum": 1})] = None,
-    ) -> dict[str, Any]:
+            vault: VaultParam = None) -> dict[str, Any]:
         """Read several notes at once, in the order named (a glob's in path order), until max_bytes is
         reached. `cut` lists the notes left out or cut short: read those with `get`."""
         patterns = [paths] if isinstance(paths, str) else list(paths)
-        return call(lambda s: s.multi_get(patterns, max_bytes, max_lines).to_dict())
+        return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
 
     @mcp.tool()
     def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]
-           = None) -> dict[str, Any]:
+           = None, vault: VaultParam = None) -> dict[str, Any]:
         """List a folder of the vault: its sub-folders (with how many notes lie under each and the newest
         date), then its notes (title, date, modification time, tags)."""
-        return call(lambda s: s.ls(folder).to_dict())
+        return call(lambda s: s.ls(folder, vault).to_dict())
 
     @mcp.tool()
-    def links(path: NoteParam) -> dict[str, Any]:
+    def links(path: NoteParam, vault: VaultParam = None) -> dict[str, Any]:
         """The links of a note: outlinks (with the note each resolves to, or none), backlinks (notes
         linking to it) and unresolved links. Use it to follow a topic from a note you found."""
-        return call(lambda s: s.links(path).to_dict())
+        return call(lambda s: s.links(path, vault).to_dict())
 
     @mcp.tool()
     def tags(limit: Annotated[int | None, Field(description="Only the most used tags.",
-                                                json_schema_extra={"minimum": 1})] = None) -> dict[str, Any]:
+                                                json_schema_extra={"minimum": 1})] = None,
+             vault: VaultParam = None) -> dict[str, Any]:
         """Every tag of the vault with how many notes carry it, most used first (a parent tag counts the
         notes of its nested tags). Pass a tag to `search` as `tags` to search only those notes."""
         if limit is not None and limit < 1:
             raise ToolError("limit must be 1 or more")
-        return call(lambda s: s.tags(limit).to_dict())
+        return call(lambda s: s.tags(limit, vault).to_dict())
 
     @mcp.tool()
-    def status() -> dict[str, Any]:
+    def status(vault: VaultParam = None) -> dict[str, Any]:
         """How many notes and chunks are indexed, the embedding model, how many chunks still wait
-        for a vector, when the index last synced, and any files that could not be indexed."""
-        return call(lambda s: s.status().to_dict())
+        for a vector, when the index last synced, and any files that could not be indexed (with
+        several vaults and none named: {"vaults": [each vault's status]})."""
+        def run(s):
+            status = s.status(vault)
+            return {"vaults": [one.to_dict() for one in status]} if isinstance(status, list) else status.to_dict()
+        return call(run)
 
     return mcp
 
 
-def http_app(service: SearchService) -> Any:
+def http_app(service: SearchService | VaultSet) -> Any:
     """The MCP tools as an ASGI app (streamable HTTP, stateless, JSON
     answers) over ``serve``'s own service; ``serve`` checks Host and Origin
     before a request reaches it."""

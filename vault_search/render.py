@@ -73,7 +73,7 @@ def render_search(response: SearchResponse) -> str:
     for i, r in enumerate(response.results, 1):
         if r.related and (i == 1 or not response.results[i - 2].related):
             lines.append(click.style("related (one link away from the hits above):", bold=True))
-        where = f"{printable(r.path)}:{r.start_line}-{r.end_line}"
+        where = (f"{printable(r.vault)}: " if r.vault else "") + f"{printable(r.path)}:{r.start_line}-{r.end_line}"
         mark = (click.style(f"  ↔ {printable(r.related_to or '')}", fg="blue") if r.related
                 else click.style(f"{r.score:.3f}", dim=True))
         when = (click.style(f"  {printable(r.date.replace('T', ' '))}", dim=True) if r.date and "T" in r.date

@@ -44,6 +44,8 @@ class SearchResult:
     relevance: float | None = None
     # With --full: the note's whole text (in the JSON only when set).
     text: str | None = None
+    # From a server of several vaults: the vault's name (in the JSON only when set).
+    vault: str | None = None
 
 
 @dataclass
@@ -113,8 +115,9 @@ class SearchResponse:
         data = asdict(replace(self, explain=None))
         del data["terms"], data["explain"]
         for result in data["results"]:
-            if result["text"] is None:
-                del result["text"]
+            for key in ("text", "vault"):
+                if result[key] is None:
+                    del result[key]
         if self.explain is not None:
             data["explain"] = self.explain.to_dict()
         return data

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +49,7 @@ from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueE
 
 from .options import SearchOptions, agent_words, read_flag, read_int, read_list, read_text, read_whole
 from .service import SearchService
+from .vaults import VaultSet, WrongVaultError
 
 if TYPE_CHECKING:
     from .asgi import AsgiBridge
@@ -265,21 +267,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- endpoints --------------------------------------------------------
     @property
-    def service(self) -> SearchService:
-        service = self.server.service
-        if service is None:   # bound, not started: no request is answered before ``start``
+    def vaults(self) -> VaultSet:
+        vaults = self.server.vaults
+        if vaults is None:   # bound, not started: no request is answered before ``start``
             raise VaultSearchError("the server is starting")
-        return service
+        return vaults
 
     def _health(self, params) -> dict:
-        return {"ok": True, "vault": str(self.service.config.vault), "pid": os.getpid(),
-                "version": __version__}
+        vaults = [str(s.config.vault) for s in self.vaults.services]
+        return {"ok": True, "vault": vaults[0], "vaults": vaults, "pid": os.getpid(), "version": __version__}
 
     def _search(self, params) -> dict | Rendered:
-        service = self.service
-        vault = read_text(params, "vault")
-        if vault is not None and vault != str(service.config.vault):
-            raise WrongVaultError(f"this server serves {service.config.vault}, not {vault}")
         options = SearchOptions.from_params(params)
         settings = None
         if options.rerank:
@@ -293,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         if render is not None and render not in RENDERED_FORMATS:
             raise UsageValueError(f"render must be one of {', '.join(RENDERED_FORMATS)}")
         color = read_flag(params, "color")
-        response = service.search(query, options, rerank_settings=settings)
+        response = self.vaults.search(query, options, read_text(params, "vault"), rerank_settings=settings)
         if render is None:
             return response.to_dict()
         from .render import cli_output
@@ -304,31 +302,37 @@ class _Handler(BaseHTTPRequestHandler):
         path = read_text(params, "path")
         if not path:
             raise UsageValueError("links needs a path")
-        return self.service.links(path).to_dict()
+        return self.vaults.links(path, read_text(params, "vault")).to_dict()
 
     def _tags(self, params) -> dict:
-        return self.service.tags().to_dict()
+        return self.vaults.tags(None, read_text(params, "vault")).to_dict()
 
     def _get(self, params) -> dict:
         path = read_text(params, "path")
         if not path:
             raise UsageValueError("get needs a path")
         start, end = read_int(params, "start", None), read_int(params, "end", None)   # or PATH:START-END
-        return self.service.get(path, start, end).to_dict()
+        return self.vaults.get(path, start, end, read_text(params, "vault")).to_dict()
 
     def _multi_get(self, params) -> dict:
         patterns = read_list(params, "paths", "path", "pattern")
-        return self.service.multi_get(patterns, read_whole(params, "max_bytes", None, (1, 10**8)),
-                                      read_whole(params, "max_lines", None, (1, 10**8))).to_dict()
+        return self.vaults.multi_get(patterns, read_whole(params, "max_bytes", None, (1, 10**8)),
+                                     read_whole(params, "max_lines", None, (1, 10**8)),
+                                     read_text(params, "vault")).to_dict()
 
     def _ls(self, params) -> dict:
-        return self.service.ls(read_text(params, "folder", "path")).to_dict()
+        return self.vaults.ls(read_text(params, "folder", "path"), read_text(params, "vault")).to_dict()
 
     def _status(self, params) -> dict:
-        status = self.service.status()
+        status = self.vaults.status(read_text(params, "vault"))
+        if isinstance(status, list):
+            return {"vaults": [self._with_requests(s).to_dict() for s in status]}
+        return self._with_requests(status).to_dict()
+
+    def _with_requests(self, status):
         if status.server is not None:
             status = replace(status, server=replace(status.server, requests=self.server.requests))
-        return status.to_dict()
+        return status
 
 
 # MCP's streamable HTTP transport (mcp_server.http_app): JSON-RPC in the body, not these parameters.
@@ -339,12 +343,12 @@ LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")
 # endpoint table is checked against this (tests/test_docs.py).
 ENDPOINTS: dict[str, tuple[str, ...]] = {
     "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color"),
-    "/get": ("path", "start", "end"),
-    "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines"),
-    "/ls": ("folder", "path"),
-    "/links": ("path",),
-    "/tags": (),
-    "/status": (),
+    "/get": ("path", "start", "end", "vault"),
+    "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines", "vault"),
+    "/ls": ("folder", "path", "vault"),
+    "/links": ("path", "vault"),
+    "/tags": ("vault",),
+    "/status": ("vault",),
     "/health": (),
 }
 
@@ -357,10 +361,6 @@ RENDERED_FORMATS = ("text", "json")
 @dataclass(frozen=True)
 class Rendered:
     text: str
-
-
-class WrongVaultError(UsageValueError):
-    """The client asked for another vault than this server's (409)."""
 
 
 def _cut(sock: socket.socket) -> None:
@@ -456,8 +456,10 @@ class VaultHTTPServer(ThreadingHTTPServer):
     # kernel's queue, retrying for seconds before this server even sees them.
     request_queue_size = 128
 
-    def __init__(self, service: SearchService | None, host: str, port: int, allow_hosts=()):
-        self.service = service
+    def __init__(self, service: SearchService | Sequence[SearchService] | None, host: str, port: int,
+                 allow_hosts=()):
+        self.vaults: VaultSet | None = None
+        self._set(service)
         super().__init__((host, port), _Handler)
         self.requests = 0
         self._count_lock = threading.Lock()
@@ -470,17 +472,26 @@ class VaultHTTPServer(ThreadingHTTPServer):
         elif not is_loopback(host):
             self.allowed_hosts.add(host.lower())
 
+    def _set(self, service: SearchService | Sequence[SearchService] | None) -> None:
+        if service is not None:
+            self.vaults = VaultSet([service] if isinstance(service, SearchService) else list(service))
+
+    @property
+    def service(self) -> SearchService | None:
+        """The (first) vault's service."""
+        return self.vaults.services[0] if self.vaults else None
+
     def mcp_bridge(self) -> AsgiBridge:
         """The MCP app, started on the first ``/mcp`` request (the SDK takes
         a moment to import; most clients never ask for it)."""
         with self._mcp_lock:
             if self._mcp is None:
-                if self.service is None:
+                if self.vaults is None:
                     raise VaultSearchError("the server is starting")
                 from .asgi import AsgiBridge
                 from .mcp_server import http_app
 
-                self._mcp = AsgiBridge(http_app(self.service), "mcp")
+                self._mcp = AsgiBridge(http_app(self.vaults), "mcp")
             return self._mcp
 
     def server_close(self) -> None:
@@ -494,15 +505,15 @@ class VaultHTTPServer(ThreadingHTTPServer):
         with self._count_lock:
             self.requests += 1
 
-    def start(self, service: SearchService | None = None) -> "VaultHTTPServer":
-        """Serve in a background thread and tell clients where (``server.json``)."""
-        if service is not None:
-            self.service = service
-        if self.service is None:
+    def start(self, service: SearchService | Sequence[SearchService] | None = None) -> "VaultHTTPServer":
+        """Serve in a background thread and tell clients where (a ``server.json``
+        in each vault's index folder)."""
+        self._set(service)
+        if self.vaults is None:
             raise ValueError("VaultHTTPServer.start needs the SearchService to serve")
-        write_server_file(self.service.config.index_dir, str(self.server_address[0]), self.server_port,
-                          self.service.config.vault, self.service.config.warnings,
-                          self.service.config.settings_stamp)
+        for one in self.vaults.services:
+            write_server_file(one.config.index_dir, str(self.server_address[0]), self.server_port,
+                              one.config.vault, one.config.warnings, one.config.settings_stamp)
         threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
         return self
 

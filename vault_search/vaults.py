@@ -1,0 +1,127 @@
+"""Several vaults behind one resident process (``serve --vault A --vault B``).
+
+Each vault keeps its own ``SearchService`` (index, watcher, reader); this set
+routes a request to the vault it names (by name or path) and, for a search
+that names none, asks every vault and merges the lists by ``relevance`` (the
+one score that means the same across queries and indexes; README
+"Relevance"), keeping each vault's own order among equals. With more than one
+vault every result names its vault (``vault``). A single vault is a set of
+one: the answers are exactly those of its service.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from indexer.errors import UsageValueError
+
+from .options import SearchOptions
+from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, SearchResult, TagCounts
+from .service import SearchService
+
+if TYPE_CHECKING:
+    from .rerank import RerankSettings
+
+
+class WrongVaultError(UsageValueError):
+    """A request named a vault this server does not serve (HTTP 409)."""
+
+
+class VaultSet:
+    def __init__(self, services: Sequence[SearchService]):
+        if not services:
+            raise ValueError("a VaultSet needs at least one vault")
+        self.services = list(services)
+        names = [s.config.vault_name for s in self.services]
+        doubles = sorted({n for n in names if names.count(n) > 1})
+        if doubles:
+            raise UsageValueError(f"two vaults are named {doubles[0]!r}; give one another name "
+                                  "(vault_name in its .vault-search.toml)")
+
+    @property
+    def several(self) -> bool:
+        return len(self.services) > 1
+
+    @property
+    def names(self) -> list[str]:
+        return [s.config.vault_name for s in self.services]
+
+    def pick(self, vault: str | None) -> SearchService:
+        """The vault a request names (its name or its folder), or the only one."""
+        if vault is None:
+            if self.several:
+                raise UsageValueError(f"this server serves {len(self.services)} vaults; name one with vault "
+                                      f"({', '.join(self.names)})")
+            return self.services[0]
+        for service in self.services:
+            if vault in (service.config.vault_name, str(service.config.vault)):
+                return service
+        raise WrongVaultError(f"this server serves {', '.join(str(s.config.vault) for s in self.services)}, "
+                              f"not {vault}")
+
+    def search(self, query: str, options: SearchOptions, vault: str | None = None, *,
+               rerank_settings: RerankSettings | None = None) -> SearchResponse:
+        """One vault's search, or (no ``vault`` named, several served) every vault's, merged."""
+        if vault is not None or not self.several:
+            service = self.pick(vault)
+            response = service.search(query, options, rerank_settings=rerank_settings)
+            return self._named(response, service) if self.several else response
+        t0 = time.perf_counter()
+        answers = [(s.config.vault_name, self._named(s.search(query, options, rerank_settings=rerank_settings), s))
+                   for s in self.services]
+        return merge(answers, options.limit, (time.perf_counter() - t0) * 1000)
+
+    @staticmethod
+    def _named(response: SearchResponse, service: SearchService) -> SearchResponse:
+        for r in response.results:
+            r.vault = service.config.vault_name
+        return response
+
+    def get(self, path: str, start: int | None = None, end: int | None = None, vault: str | None = None) -> NoteText:
+        return self.pick(vault).get(path, start, end)
+
+    def multi_get(self, patterns: list[str], max_bytes: int | None = None, max_lines: int | None = None,
+                  vault: str | None = None) -> NoteTexts:
+        return self.pick(vault).multi_get(patterns, max_bytes, max_lines)
+
+    def ls(self, folder: str | None = None, vault: str | None = None) -> FolderListing:
+        return self.pick(vault).ls(folder)
+
+    def links(self, path: str, vault: str | None = None) -> NoteLinks:
+        return self.pick(vault).links(path)
+
+    def tags(self, limit: int | None = None, vault: str | None = None) -> TagCounts:
+        return self.pick(vault).tags(limit)
+
+    def status(self, vault: str | None = None) -> IndexStatus | list[IndexStatus]:
+        """One vault's status, or (several served, none named) each vault's."""
+        if vault is None and self.several:
+            return [s.status() for s in self.services]
+        return self.pick(vault).status()
+
+    def close(self) -> None:
+        for service in self.services:
+            service.close()
+
+
+def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float) -> SearchResponse:
+    """Every vault's hits in one list: by relevance, then by the place each
+    had in its own vault's list; related notes after the hits; each vault's
+    warnings prefixed with its name."""
+    hits: list[tuple[int, SearchResult]] = []
+    related: list[tuple[int, SearchResult]] = []
+    for _, answer in answers:
+        for rank, r in enumerate(answer.results):
+            (related if r.related else hits).append((rank, r))
+    hits.sort(key=lambda pair: (-(pair[1].relevance or 0.0), pair[0]))
+    kept = [r for _, r in hits[:limit]]
+    paths = {(r.vault, r.path) for r in kept}
+    kept += [r for _, r in related if (r.vault, r.related_to) in paths]
+    warnings = [f"{name}: {w}" for name, a in answers for w in a.warnings]
+    modes = sorted({a.mode for _, a in answers})
+    first = answers[0][1]
+    return replace(first, mode="/".join(modes), took_ms=round(took_ms, 2), warnings=warnings, results=kept,
+                   explain=None, terms=first.terms)
