@@ -63,7 +63,7 @@ def test_every_option_is_documented_and_every_documented_option_exists(command, 
 
 
 def test_endpoint_table_matches_the_server():
-    rows = re.findall(r"^\| `GET (/\w+)` \|([^|]*)\|", README, re.M)
+    rows = re.findall(r"^\| `GET (/[\w-]+)` \|([^|]*)\|", README, re.M)
     assert {endpoint for endpoint, _ in rows} == set(ENDPOINTS)
     for endpoint, params in rows:
         assert set(re.findall(r"`(\w+)`", params)) == set(ENDPOINTS[endpoint]), endpoint
