@@ -55,7 +55,7 @@ def load_items(path: str | os.PathLike) -> list[KnownItem]:
 def resolve_targets(idx: Index, items: list[KnownItem]) -> tuple[list[KnownItem], list[str]]:
     """Each target as the indexed path it names (a path, a name or an alias);
     a warning for each that names no note (that item scores 0 on it)."""
-    from vault_search.files import indexed_path
+    from vault_search.files import AmbiguousNameError, indexed_path
 
     out, warnings = [], []
     for item in items:
@@ -63,7 +63,7 @@ def resolve_targets(idx: Index, items: list[KnownItem]) -> tuple[list[KnownItem]
         for target in item.targets:
             try:
                 targets.append(indexed_path(idx.conn, idx.config, target))
-            except (NoteNotFoundError, UsageValueError) as exc:
+            except (NoteNotFoundError, UsageValueError, AmbiguousNameError) as exc:
                 warnings.append(f"{item.id}: target {exc}")
                 targets.append(target)
         out.append(KnownItem(item.id, item.query, item.kind, tuple(targets), item.lang))

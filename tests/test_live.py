@@ -320,7 +320,7 @@ def test_mcp_server_over_stdio(vault, index_dir):
                                                                 str(index_dir), "mcp"])
         async with Client(params, read_timeout_seconds=60) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"search", "get", "links", "status"}
+            assert set(tools) == {"search", "get", "multi_get", "ls", "links", "tags", "status"}
             assert "fallback" in tools["search"].description or "do not know" in tools["search"].description
             assert "do not already know" in client.instructions
             found = await client.call_tool("search", {"query": "tea ceremony", "limit": 3})

@@ -32,6 +32,9 @@ def shared(tmp_path_factory):
     vault = copy_tree(SAMPLE_VAULT, root / "vault")
     write(vault / "A/Same.md", "# Same\nthe first of two notes named Same\n")
     write(vault / "B/Same.md", "# Same\nthe second of two notes named Same\n")
+    write(vault / "Twin.md", "# Twin\nat the root\n")
+    write(vault / "A/Twin.md", "# Twin\nin a folder\n")
+    write(vault / "A/Über.md", "---\ntitle: Overview\n---\nnon-ASCII name\n")
     index_dir = root / "index"
     with Index.open(vault, index_dir, create=True) as idx:
         idx.sync(embed=False)
@@ -65,12 +68,23 @@ def test_get_and_links_resolve_names_and_aliases_like_a_wikilink(shared):
 
 def test_an_ambiguous_or_unknown_name_is_a_one_line_error(shared):
     ambiguous = run(shared, "get", "same")
-    assert ambiguous.exit_code == 2
-    assert "'same' names 2 notes: A/Same.md, B/Same.md; give the path" in ambiguous.output
+    assert ambiguous.exit_code == 1
+    assert ambiguous.output == "error: 'same' names 2 notes: A/Same.md, B/Same.md; give the path\n"
+    # The path from the vault root comes before the end of a longer path, as in Obsidian;
+    # case is ignored beyond ASCII too.
+    assert json.loads(run(shared, "get", "twin", "--json").output)["path"] == "Twin.md"
+    assert json.loads(run(shared, "get", "über", "--json").output)["path"] == "A/Über.md"
+    assert json.loads(run(shared, "get", "overview", "--json").output)["path"] == "A/Über.md"   # its title
     assert json.loads(run(shared, "get", "A/Same", "--json").output)["path"] == "A/Same.md"
     missing = run(shared, "get", "No Such Note")
     assert missing.exit_code == 1
     assert missing.output.strip().splitlines()[-1] == "error: No Such Note: no note has this path, name or alias"
+
+
+def test_a_line_range_never_tells_what_lies_outside_the_vault(shared):
+    there, absent = run(shared, "get", "/etc/passwd:abc"), run(shared, "get", "/etc/no-such-file:abc")
+    assert (there.exit_code, absent.exit_code) == (1, 1)
+    assert there.output.replace("passwd", "X") == absent.output.replace("no-such-file", "X")
 
 
 def test_get_line_numbers(shared):
@@ -107,16 +121,26 @@ def test_multi_get_by_glob_folder_and_name_within_a_cap(shared):
     assert [n["path"] for n in capped["notes"]] == ["memory/2026-11-01.md"]
     assert capped["cut"][0]["path"] == "memory/2026-11-02.md" and "over max_bytes" in capped["cut"][0]["reason"]
     text = run(shared, "multi-get", "memory/2026-*.md", "--max-lines", "2").output
-    assert "==> memory/2026-11-01.md:1-2 (of" in text and "cut at max_lines (2)" in text
+    assert "==> memory/2026-11-01.md:1-2 (of 11 lines) <==" in text and "cut at line 2 of 11: max_lines (2)" in text
     nothing = run(shared, "multi-get", "nowhere/*.md")
     assert nothing.exit_code == 1 and "no indexed note matches this glob" in nothing.output
+    # No glob is slow or breaks: many stars against a long name, a range backwards, a lone [.
+    assert run(shared, "multi-get", "**a**a**a**a**a**a**a**a**z").exit_code == 1
+    assert run(shared, "multi-get", "memory/[z-a]*").exit_code == 1
+    assert [n["path"] for n in json.loads(run(shared, "multi-get", "memory/[0-9]*-0[!1].md", "--json")
+                                          .output)["notes"]] == ["memory/2026-11-02.md"]
+    lines_cut = json.loads(run(shared, "multi-get", "Deep Work", "--max-lines", "2", "--json").output)["cut"]
+    assert lines_cut == [{"path": "Notes/Reading/Deep Work.md",
+                          "bytes": len((vault / "Notes/Reading/Deep Work.md").read_text().rstrip("\n").encode()),
+                          "reason": "cut at line 2 of " + str(len((vault / "Notes/Reading/Deep Work.md")
+                                                                   .read_text().splitlines())) + ": max_lines (2)"}]
 
 
 def test_ls_lists_folders_with_counts_then_notes(shared):
     root = json.loads(run(shared, "ls", "--json").output)
     folders = {f["path"]: f["notes"] for f in root["folders"]}
     assert folders["memory/"] == 5 and folders["Notes/"] == 9
-    assert [n["path"] for n in root["notes"]] == ["Home.md"]
+    assert [n["path"] for n in root["notes"]] == ["Home.md", "Twin.md"]
     memory = json.loads(run(shared, "ls", "memory", "--json").output)
     titles = {n["path"]: n["title"] for n in memory["notes"]}
     assert titles["memory/feedback-rules.md"] == "Feedback rules" and len(titles) == 5
@@ -242,7 +266,12 @@ def test_mcp_over_http_on_serve_and_several_vaults(shared, tmp_path):
         assert {(r["vault"], r["path"]) for r in both["results"]} == {("vault", "Notes/Travel/Kyoto trip.md"),
                                                                        ("memory", "kyoto.md")}
         status, one = _http(port, "/search?q=tea+ceremony&mode=fts&vault=memory")
-        assert [(r["vault"], r["path"]) for r in one["results"]] == [("memory", "kyoto.md")]
+        assert [r["path"] for r in one["results"]] == ["kyoto.md"]
+        assert "vault" not in one["results"][0]   # one vault named: its own answer, as the CLI prints it
+        assert _http(port, "/mcp")[0] == 405      # no event streams: POST only
+        assert _http(port, "/search?q=x&after=soon&vault=memory")[1]["error"].startswith("after expects")
+        assert _http(port, "/search?q=x&after=soon&vault=memory", {"X-Vault-Search-Client": "cli"})[1][
+            "error"].startswith("--after expects")
         assert _http(port, "/get?path=kyoto")[0] == 400
         assert _http(port, f"/get?path=kyoto&vault={memory}")[1]["path"] == "kyoto.md"
         assert _http(port, "/search?q=x&vault=elsewhere")[0] == 409

@@ -135,7 +135,7 @@ def test_bad_filter_values_are_usage_errors(idx):
     from vault_search.filters import FilterError
 
     with pytest.raises(FilterError, match="--after expects a date"):
-        idx.search("x", after="yesterday")
+        idx.search("x", after="the day after tomorrow")
 
 
 def test_explain_shows_the_fts_query_and_ranks(idx):

@@ -7,12 +7,11 @@ vault-search skips is never listed and a glob never reaches outside the vault.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import time
 
 from indexer.config import VaultConfig
-from indexer.errors import NoteNotFoundError, UsageValueError
+from indexer.errors import NoteNotFoundError, UsageValueError, VaultSearchError
 
 from .files import note_by_name, read_note
 from .results import CutNote, FolderEntry, FolderListing, NoteEntry, NoteText, NoteTexts
@@ -23,29 +22,110 @@ MAX_NOTES = 1000
 GLOB_CHARS = frozenset("*?[")
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A vault glob as a regex over note paths: ``*`` and ``?`` stay inside one
-    folder, ``**`` crosses folders (``memory/**`` and ``**/Dates.md``),
-    ``[abc]`` is a set; case-insensitive, as Obsidian's names are."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+class Glob:
+    """A vault glob, matched against note paths without backtracking blow-ups.
+
+    A ``**`` segment matches any number of folders (``memory/**``,
+    ``**/Dates.md``); inside a segment ``*`` is any run of characters, ``?``
+    one, ``[abc]``, ``[a-z]`` and ``[!abc]`` one of (or none of) a set; a
+    ``[`` without its ``]`` is itself. Case is ignored, as in Obsidian's
+    names. Each segment is matched by the greedy two-pointer method (time
+    linear in practice, quadratic at worst), and segments by a small table,
+    so no pattern can make matching slow (a regex of several ``.*`` can take
+    minutes on a long name)."""
+
+    def __init__(self, pattern: str):
+        self.segments = [seg if seg == "**" else self._tokens(seg.casefold())
+                         for seg in pattern.strip("/").split("/")]
+
+    @staticmethod
+    def _tokens(segment: str) -> list:
+        tokens: list = []
+        i = 0
+        while i < len(segment):
+            c = segment[i]
+            end = segment.find("]", i + 2) if c == "[" else -1
+            if c == "*":
+                if not tokens or tokens[-1] != "*":
+                    tokens.append("*")
+            elif c == "?":
+                tokens.append(("any",))
+            elif end != -1:
+                body = segment[i + 1:end]
+                negate = body[:1] in ("!", "^")
+                tokens.append(("set", negate, _char_set(body[1:] if negate else body)))
+                i = end
+            else:
+                tokens.append(("lit", c))
+            i += 1
+        return tokens
+
+    def match(self, path: str) -> bool:
+        parts = path.casefold().split("/")
+        segs = self.segments
+        # reach[j]: the pattern's first i segments match the path's first j parts.
+        reach = [True] + [False] * len(parts)
+        for seg in segs:
+            nxt = [False] * (len(parts) + 1)
+            if seg == "**":
+                seen = False
+                for j in range(len(parts) + 1):
+                    seen = seen or reach[j]
+                    nxt[j] = seen
+            else:
+                for j in range(len(parts)):
+                    if reach[j] and _segment_match(seg, parts[j]):   # type: ignore[arg-type]
+                        nxt[j + 1] = True
+            reach = nxt
+        return reach[len(parts)]
+
+
+def _char_set(body: str) -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
+    """The characters of ``[...]``: single ones and ``a-z`` ranges (an
+    empty range, ``z-a``, matches nothing)."""
+    chars: set[str] = set()
+    ranges = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            ranges.append((body[i], body[i + 2]))
             i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] in "*?":
-            out.append("[^/]*" if pattern[i] == "*" else "[^/]")
-            i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1:end].replace("\\", "\\\\").replace("^", "\\^")
-            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
-            i = end + 1
         else:
-            out.append(re.escape(pattern[i]))
+            chars.add(body[i])
             i += 1
-    return re.compile("".join(out), re.IGNORECASE)
+    return (frozenset(chars), tuple(ranges))
+
+
+def _one(token, c: str) -> bool:
+    if token[0] == "lit":
+        return token[1] == c
+    if token[0] == "any":
+        return True
+    _, negate, (chars, ranges) = token
+    inside = c in chars or any(lo <= c <= hi for lo, hi in ranges)
+    return inside != negate
+
+
+def _segment_match(tokens: list, text: str) -> bool:
+    """Wildcard matching with one remembered star (the classic greedy method)."""
+    t = s = 0
+    star_t, star_s = -1, 0
+    while s < len(text):
+        if t < len(tokens) and tokens[t] != "*" and _one(tokens[t], text[s]):
+            t += 1
+            s += 1
+        elif t < len(tokens) and tokens[t] == "*":
+            star_t, star_s = t, s
+            t += 1
+        elif star_t != -1:
+            t = star_t + 1
+            star_s += 1
+            s = star_s
+        else:
+            return False
+    while t < len(tokens) and tokens[t] == "*":
+        t += 1
+    return t == len(tokens)
 
 
 def _paths(conn: sqlite3.Connection) -> list[str]:
@@ -75,13 +155,13 @@ def expand(conn: sqlite3.Connection, patterns: list[str]) -> list[str]:
         if not pattern:
             continue
         if GLOB_CHARS & set(pattern):
-            rx = glob_regex(pattern.lstrip("/"))
-            found = [p for p in paths if rx.fullmatch(p)]
+            glob = Glob(pattern)
+            found = [p for p in paths if glob.match(p)]
             if not found:
                 raise NoteNotFoundError(f"{pattern}: no indexed note matches this glob")
         else:
-            prefix = _folder(pattern).casefold()
-            found = [p for p in paths if p.casefold().startswith(prefix)]
+            prefix = _folder(pattern)   # a folder's case counts, as in ls and --path
+            found = [p for p in paths if p.startswith(prefix)]
             if not found:
                 found = [note_by_name(conn, pattern)]
         out.update(dict.fromkeys(found))
@@ -94,29 +174,37 @@ def expand(conn: sqlite3.Connection, patterns: list[str]) -> list[str]:
 def multi_get(conn: sqlite3.Connection, config: VaultConfig, patterns: list[str],
               max_bytes: int = DEFAULT_MAX_BYTES, max_lines: int | None = None) -> NoteTexts:
     """The notes ``patterns`` name (``expand``), whole or their first
-    ``max_lines`` lines, in the order named, until ``max_bytes`` (UTF-8, all
-    notes together) is reached: the first note that does not fit is cut at a
-    line to fill the rest when it is the first, else left out like every
-    note after it. ``cut`` says what was left out or cut short."""
+    ``max_lines`` lines, in the order named, within ``max_bytes`` (UTF-8, all
+    notes together): a note that does not fit in what is left is left out
+    (a later, smaller one may still fit), except the first, which is cut at a
+    line. ``cut`` lists each note left out or cut short with its whole size,
+    and each one gone since it was indexed."""
     if max_bytes < 1 or (max_lines is not None and max_lines < 1):
         raise UsageValueError("max_bytes and max_lines must be 1 or more")
     result = NoteTexts(max_bytes=max_bytes)
     for path in expand(conn, patterns):
         try:
-            note = read_note(config, path, 1, max_lines)
-        except (NoteNotFoundError, UsageValueError):   # deleted since it was indexed, or empty
-            note = NoteText(path, 1, 0, 0, "")
+            whole = read_note(config, path)
+        except (NoteNotFoundError, UsageValueError, VaultSearchError) as exc:   # deleted or unreadable since
+            result.cut.append(CutNote(path, 0, f"not read: {exc}"))
+            continue
+        full_size = len(whole.text.encode("utf-8", "surrogateescape"))
+        note = whole
+        if max_lines is not None and max_lines < whole.end_line:
+            note = NoteText(whole.path, 1, max_lines, whole.total_lines,
+                            "\n".join(whole.text.split("\n")[:max_lines]))
         size = len(note.text.encode("utf-8", "surrogateescape"))
-        if note.end_line < note.total_lines:
-            result.cut.append(CutNote(path, size, f"cut at max_lines ({max_lines})"))
         room = max_bytes - result.bytes
         if size > room:
             if result.notes or room <= 0:
-                result.cut.append(CutNote(path, size, f"over max_bytes ({max_bytes})"))
+                result.cut.append(CutNote(path, full_size, f"left out: over max_bytes ({max_bytes})"))
                 continue
             note = _first_lines(note, room)
-            result.cut.append(CutNote(path, size, f"cut at max_bytes ({max_bytes})"))
             size = len(note.text.encode("utf-8", "surrogateescape"))
+        if note is not whole:
+            why = f"max_lines ({max_lines})" if note.end_line == max_lines and size <= room else \
+                f"max_bytes ({max_bytes})"
+            result.cut.append(CutNote(path, full_size, f"cut at line {note.end_line} of {note.total_lines}: {why}"))
         result.notes.append(note)
         result.bytes += size
     return result

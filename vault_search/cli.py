@@ -264,7 +264,7 @@ class _ProgressLines:
               help="Index a dot-folder that is skipped by default, e.g. .learnings (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
 @click.option("--stream", is_flag=True,
-              help='With --json: print progress events as they happen, one JSON object a line '
+              help='JSON Lines (implies --json): print progress events as they happen, one JSON object a line '
                    '({"event": "progress", ...}), the report last ({"event": "done", "report": {...}}).')
 @click.pass_context
 def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, stream):
@@ -277,6 +277,7 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
 
     from .render import plural, printable
 
+    as_json = as_json or stream
     config = _config(ctx).with_overrides(ignore, include_dot)
     with IndexWriter.open(config, create=True, rebuild=rebuild) as writer:
         if sys.stdout.isatty() and not as_json:
@@ -361,8 +362,9 @@ def cache(clear, as_json):
               help="How many notes to return.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON (the stable schema); = --format json.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "paths", "paths0", "md"]), default=None,
-              help="text (default: coloured on a terminal), json, paths (one per line, control characters "
-                   "escaped), paths0 (exact paths, NUL-terminated, for xargs -0) or md (a Markdown list).")
+              help="text (default: coloured on a terminal), json, csv (a header, then a row per result), paths "
+                   "(one per line, control characters escaped), paths0 (exact paths, NUL-terminated, for "
+                   "xargs -0) or md (a Markdown list).")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", shell_complete=complete_tag,
               help="Only notes with this tag or a tag nested under it (repeatable: all must match).")
 @click.option("--path", metavar="FOLDER", shell_complete=complete_folder,
@@ -498,7 +500,7 @@ def get(ctx, location, as_json, line_numbers):
         raise click.UsageError(str(exc), ctx) from None
     with _index_reader(config) as conn:   # reading a file needs no index; a name or an alias does
         note = read_note(config, path, start, end, conn)
-    if line_numbers:
+    if line_numbers and not as_json:   # JSON carries start_line: the text stays the note's
         width = len(str(note.end_line))
         note = dataclasses.replace(note, text="\n".join(
             f"{n:>{width}}  {line}" for n, line in enumerate(note.text.split("\n"), note.start_line)))
@@ -710,7 +712,8 @@ def _log_to_stderr(verbose: bool) -> None:
 
     logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger("watchdog").setLevel(logging.WARNING)
+    for noisy in ("watchdog", "mcp", "httpx"):   # the MCP SDK logs each stateless /mcp request at INFO
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose and noisy == "mcp" else logging.WARNING)
 
 
 @main.command()
@@ -787,7 +790,7 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
 
     from .server import VaultHTTPServer, claim_index, is_loopback, remove_server_file
     from .service import SearchService
-    from .vaults import VaultSet
+    from .vaults import check_names
 
     _log_to_stderr(verbose)
     _stop_on_sigterm()
@@ -799,6 +802,7 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
             click.echo(f"warning: {config.vault / path}: {message}", err=True)
     if len({c.vault for c in configs}) < len(configs):
         raise click.UsageError("the same vault is named twice", ctx)
+    check_names([c.vault_name for c in configs])   # before any sync
     with ExitStack() as stack:
         for config in configs:
             stack.enter_context(claim_index(config.index_dir, config.vault, "serve"))
@@ -816,7 +820,6 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
         for config in configs:
             services.append(SearchService(config=config, interval=interval * 60, watch=not no_watch))
             stack.callback(services[-1].close)
-        VaultSet(services)   # two vaults of one name are refused before serving
         httpd.start(services)
         try:
             shown = ", ".join(str(c.vault) for c in configs)
@@ -834,8 +837,9 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
 def mcp(ctx, interval):
     """Model Context Protocol server on stdio, for AI agents.
 
-    Tools: search, get, links and status (see the README for their
-    parameters). The index stays loaded and current for the session.
+    Tools: search, get, multi_get, ls, links, tags and status (see the
+    README for their parameters). The index stays loaded and current for
+    the session. `serve` answers the same tools over HTTP at /mcp.
     Example client config: {"command": "vault-search",
     "args": ["--vault", "/path/to/vault", "mcp"]}.
     """

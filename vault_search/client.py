@@ -55,7 +55,7 @@ def request(server: tuple[str, int], path: str, params: dict, timeout: float = T
     query = query_string(params)
     conn = HTTPConnection(host, port, timeout=timeout)
     try:
-        conn.request("GET", f"{path}?{query}", headers={"Host": f"{host}:{port}"})
+        conn.request("GET", f"{path}?{query}", headers={"Host": f"{host}:{port}", "X-Vault-Search-Client": "cli"})
         response = conn.getresponse()
         return response.status, json.loads(response.read().decode("utf-8"))
     finally:

@@ -269,7 +269,7 @@ def _ask(server: dict, params: dict) -> bytes | None:
         # An argument or path that is not UTF-8 (a surrogate) raises here: the
         # full CLI says what it does with it.
         request = (f"GET /search?{query_string(params)} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                   "Connection: close\r\n\r\n").encode("ascii")
+                   "X-Vault-Search-Client: cli\r\nConnection: close\r\n\r\n").encode("ascii")
         # The host as bytes: a str is encoded with the idna codec, another import.
         with socket.create_connection((host.encode("ascii"), port), timeout=CONNECT_TIMEOUT_S) as sock:
             sock.settimeout(ANSWER_TIMEOUT_S)

@@ -27,49 +27,51 @@ class BadLocationError(UsageValueError):
     """``PATH:abc``: a line range that is not numbers."""
 
 
-class AmbiguousNameError(UsageValueError):
-    """A name or alias that several notes carry."""
+class AmbiguousNameError(VaultSearchError):
+    """A name or alias that several notes carry (a one-line error, exit 1; HTTP 400)."""
 
 
 def parse_location(config: VaultConfig, location: str) -> tuple[str, int | None, int | None]:
     """``PATH``, ``PATH:START`` or ``PATH:START-END`` (or a note's name in
     place of PATH) → (path, start, end); a file whose name ends in ``:12`` is
     read whole."""
-    if (config.vault / location).is_file():
+    if _note_file(config, location):
         return location, None, None
     m = LOCATION_RE.match(location)
     if m:
         return m.group("path"), int(m.group("start")), int(m.group("end")) if m.group("end") else None
     head, _, spec = location.rpartition(":")
-    if head and (is_markdown(head) or (config.vault / head).is_file() or (config.vault / (head + ".md")).is_file()):
+    if head and (is_markdown(head) or _note_file(config, head) or _note_file(config, head + ".md")):
         raise BadLocationError(f"bad line range {spec!r} in {location!r}: use PATH, PATH:START or "
                                "PATH:START-END (lines are numbered from 1)")
     return location, None, None
 
 
+def _note_file(config: VaultConfig, path: str) -> bool:
+    """Whether ``path`` is a file inside the vault (never a probe of what lies outside it)."""
+    vault = os.path.realpath(config.vault)
+    real = os.path.realpath(os.path.join(vault, path))
+    return "\x00" not in path and real.startswith(vault + os.sep) and os.path.isfile(real)
+
+
 def note_by_name(conn: sqlite3.Connection, name: str) -> str:
     """The indexed note that ``name`` names, read the way Obsidian reads a
-    wikilink: a path from the vault root or the end of one (``Dates``,
-    ``Getting Started/Dates``; case-insensitive, ``.md`` optional), else a
-    frontmatter alias, else a title. Several notes at the first level that
+    wikilink (case-insensitive, ``.md`` optional): the path from the vault
+    root, else the end of a path (``Dates``, ``Getting Started/Dates``), else
+    a frontmatter alias, else a title. Several notes at the first level that
     matches: ``AmbiguousNameError`` listing them (a link would pick the one
     nearest the root; a command asked for one note should not guess)."""
     key = name.replace("\\", "/").strip().strip("/")
     stem = os.path.splitext(key)[0] if is_markdown(key) else key
     if not stem:
         raise NoteNotFoundError(f"{name!r}: no such note in the vault")
-    folded = stem.casefold()
-    like = stem.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    patterns = [pre + like + ext for pre in ("", "%/") for ext in (".md", ".markdown")]
-    by_path = [p for (p,) in conn.execute(
-        "SELECT path FROM notes WHERE " + " OR ".join(["path LIKE ? ESCAPE '\\'"] * len(patterns))
-        + " ORDER BY path", patterns)
-        if (s := os.path.splitext(p)[0].casefold()) == folded or s.endswith("/" + folded)]
-    levels = [by_path]
+    folded = name_key(stem)
+    stems = [(p, name_key(os.path.splitext(p)[0])) for (p,) in conn.execute("SELECT path FROM notes ORDER BY path")]
+    levels = [[p for p, s in stems if s == folded], [p for p, s in stems if s.endswith("/" + folded)]]
     for kind in ("alias", "title"):
         levels.append([p for (p,) in conn.execute(
             "SELECT DISTINCT n.path FROM names nm JOIN notes n ON n.id = nm.note_id WHERE nm.key = ? AND nm.kind = ? "
-            "ORDER BY n.path", (name_key(stem), kind))])
+            "ORDER BY n.path", (folded, kind))])
     for found in levels:
         if len(found) == 1:
             return found[0]

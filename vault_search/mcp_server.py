@@ -46,14 +46,16 @@ snippet, score, relevance and match; read the lines with `get` before relying on
 Scores: `relevance` (0-1) is how much of the query the note answers, on a scale that means the same for every \
 query; `score` only orders one response. `match` says how a note was found: "name" (the query is its title or \
 alias), "keyword", "both" (keywords and meaning) or "vector" (meaning alone: a guess, weigh it as such).
-When results run out: results stop where relevance falls below min_score, so fewer than `limit` results (or \
-none) means nothing else in the vault answers the query well; do not retry with a larger limit, rephrase or \
-try other words. A warning says when only weak guesses were found, or chunks still wait for vectors.
+When results run out: results stop where relevance falls below the cut (an option below), so fewer than \
+`limit` results (or none) means nothing else in the vault answers the query well; do not retry with a larger \
+limit, rephrase or try other words. A warning says when only weak guesses were found, or chunks still wait for vectors.
 Options: {options}"""
 
 VaultParam = Annotated[str | None, Field(description=(
     "Which vault, by name or folder, when the server serves several (status lists them); default: every vault "
     "for search (each result names its vault), the only vault otherwise."))]
+NamedParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), or a "
+                                              "note's name or alias as a wikilink names it.")]
 NoteParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), "
                                              "PATH:START-END as the text output prints it, or a note's name or "
                                              "alias as a wikilink names it.")]
@@ -87,6 +89,12 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
         except VaultSearchError as exc:
             raise ToolError(agent_words(str(exc), names)) from None
 
+    _search_tool(mcp, call)
+    _reading_tools(mcp, call)
+    return mcp
+
+
+def _search_tool(mcp: Any, call: Callable) -> None:
     def search(query: str, vault: VaultParam = None, **params: Any) -> dict[str, Any]:
         def run(s):
             # An option left out arrives as None: unset, as in a request without it.
@@ -108,7 +116,15 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
         return_annotation=dict[str, Any])
     mcp.tool(description=SEARCH_HELP.format(options=SearchOptions.tool_help()))(search)
 
-    @mcp.tool()
+
+def _reading_tools(mcp: Any, call: Callable) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    def tool(fn):
+        """A tool whose description is its docstring on one line."""
+        return mcp.tool(description=" ".join((fn.__doc__ or "").split()))(fn)
+
+    @tool
     def get(path: NoteParam,
             start: Annotated[int | None, Field(description="First line, 1-based (default: 1).")] = None,
             end: Annotated[int | None, Field(description="Last line, inclusive (default: the end).")] = None,
@@ -117,7 +133,7 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
         the vault can be read; a name several notes share is refused with the candidates' paths."""
         return call(lambda s: s.get(path, start, end, vault).to_dict())
 
-    @mcp.tool()
+    @tool
     def multi_get(
             paths: Annotated[list[str] | str, Field(description=(
                 "What to read: globs (memory/2026-11-*.md; * stays in a folder, ** crosses folders), folders "
@@ -132,20 +148,20 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
         patterns = [paths] if isinstance(paths, str) else list(paths)
         return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
 
-    @mcp.tool()
+    @tool
     def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]
            = None, vault: VaultParam = None) -> dict[str, Any]:
         """List a folder of the vault: its sub-folders (with how many notes lie under each and the newest
         date), then its notes (title, date, modification time, tags)."""
         return call(lambda s: s.ls(folder, vault).to_dict())
 
-    @mcp.tool()
-    def links(path: NoteParam, vault: VaultParam = None) -> dict[str, Any]:
+    @tool
+    def links(path: NamedParam, vault: VaultParam = None) -> dict[str, Any]:
         """The links of a note: outlinks (with the note each resolves to, or none), backlinks (notes
         linking to it) and unresolved links. Use it to follow a topic from a note you found."""
         return call(lambda s: s.links(path, vault).to_dict())
 
-    @mcp.tool()
+    @tool
     def tags(limit: Annotated[int | None, Field(description="Only the most used tags.",
                                                 json_schema_extra={"minimum": 1})] = None,
              vault: VaultParam = None) -> dict[str, Any]:
@@ -155,7 +171,7 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
             raise ToolError("limit must be 1 or more")
         return call(lambda s: s.tags(limit, vault).to_dict())
 
-    @mcp.tool()
+    @tool
     def status(vault: VaultParam = None) -> dict[str, Any]:
         """How many notes and chunks are indexed, the embedding model, how many chunks still wait
         for a vector, when the index last synced, and any files that could not be indexed (with
@@ -165,7 +181,6 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
             return {"vaults": [one.to_dict() for one in status]} if isinstance(status, list) else status.to_dict()
         return call(run)
 
-    return mcp
 
 
 def http_app(service: SearchService | VaultSet) -> Any:

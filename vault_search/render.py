@@ -259,7 +259,7 @@ def render_notes(texts: NoteTexts) -> str:
         out.append(printable(note.text, keep="\n\t"))
         out.append("")
     if texts.cut:
-        out.append(f"cut to stay within {texts.max_bytes} bytes (--max-bytes) or --max-lines:")
+        out.append("left out or cut short (--max-bytes, --max-lines):")
         out.extend(f"  {printable(c.path)}  {c.bytes} bytes, {c.reason}" for c in texts.cut)
     return "\n".join(out).rstrip("\n")
 

@@ -253,8 +253,8 @@ class TagCounts:
 class CutNote:
     """A note ``multi-get`` left out, or cut short, to stay under its size cap."""
     path: str
-    bytes: int
-    reason: str      # "over max_bytes" (left out) or "cut at max_lines" / "cut at max_bytes" (cut short)
+    bytes: int       # the whole note's size (0: it could not be read)
+    reason: str      # "left out: over max_bytes (N)", "cut at line L of T: max_lines (N)" or "...: max_bytes (N)"
 
 
 @dataclass

@@ -47,6 +47,7 @@ from urllib.parse import parse_qs, urlsplit
 from indexer import __version__
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
 
+from .files import AmbiguousNameError
 from .options import SearchOptions, agent_words, read_flag, read_int, read_list, read_text, read_whole
 from .service import SearchService
 from .vaults import VaultSet, WrongVaultError
@@ -162,6 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path.rstrip("/") == MCP_PATH:
             self.server.count_request()
+            if self.command != "POST":   # no event streams: a stateless server answers each POST whole
+                return self._send(405, {"error": f"{MCP_PATH} takes POST (MCP's streamable HTTP transport, "
+                                                 "JSON answers)"}, headers={"Allow": "POST"})
             return self._mcp(url, body_bytes)
         params: dict = {k: v if len(v) > 1 or k in LIST_PARAMS else v[0] for k, v in parse_qs(url.query).items()}
         if self.command == "POST":
@@ -194,7 +198,11 @@ class _Handler(BaseHTTPRequestHandler):
         except WrongVaultError as exc:
             self._send(409, {"error": str(exc)})
         except (UsageValueError, ValueError, TypeError) as exc:
-            self._send(400, {"error": agent_words(str(exc), set(ENDPOINTS[endpoint]))})
+            # The CLI (thin client, fast path) says its flags; any other client its parameters.
+            cli = self.headers.get(CLIENT_HEADER) == "cli"
+            self._send(400, {"error": str(exc) if cli else agent_words(str(exc), set(ENDPOINTS[endpoint]))})
+        except AmbiguousNameError as exc:
+            self._send(400, {"error": str(exc)})
         except PathOutsideVaultError as exc:
             self._send(403, {"error": str(exc)})
         except NoteNotFoundError as exc:
@@ -229,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:   # the SDK missing or failing to start: say so, keep serving
             log.exception("MCP over HTTP failed to start")
             return self._send(500, {"error": f"MCP over HTTP is not available ({exc.__class__.__name__})"})
-        answer = bridge.request(self.command if self.command != "HEAD" else "GET", MCP_PATH, url.query,
+        answer = bridge.request("POST", MCP_PATH, url.query,
                                 list(self.headers.items()), body, self.client_address[:2],
                                 self.connection.getsockname()[:2], RESPONSE_DEADLINE_S * 3)
         self.server.connections.writing(self.connection)
@@ -243,8 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(answer.body)
+        self.wfile.write(answer.body)
 
     def _send_text(self, answer: Rendered) -> None:
         """What the CLI would print, as UTF-8 text, with this process's pid
@@ -335,6 +342,8 @@ class _Handler(BaseHTTPRequestHandler):
         return status
 
 
+# Sent by vault-search's own CLI (client.request, fast.py): errors keep the CLI's flag names.
+CLIENT_HEADER = "X-Vault-Search-Client"
 # MCP's streamable HTTP transport (mcp_server.http_app): JSON-RPC in the body, not these parameters.
 MCP_PATH = "/mcp"
 LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")
@@ -460,12 +469,12 @@ class VaultHTTPServer(ThreadingHTTPServer):
                  allow_hosts=()):
         self.vaults: VaultSet | None = None
         self._set(service)
+        self._mcp: AsgiBridge | None = None   # before binding: a failed bind calls server_close
+        self._mcp_lock = threading.Lock()
         super().__init__((host, port), _Handler)
         self.requests = 0
         self._count_lock = threading.Lock()
         self.connections = _Connections()
-        self._mcp: AsgiBridge | None = None
-        self._mcp_lock = threading.Lock()
         self.allowed_hosts = set(LOCAL_NAMES) | {h.strip().lower() for h in allow_hosts}
         if host in WILDCARD_HOSTS:
             self.allowed_hosts |= own_addresses()

@@ -48,7 +48,8 @@ class SearchService:
         # Keyword index first and at once, so queries work from the start;
         # embeddings follow in the watcher's thread.
         first = self.writer.sync(embed=False)
-        log.info("index ready: %d notes (%d changed) in %.2f s", first.scanned, first.changed, first.seconds)
+        log.info("index ready: %d note%s (%d changed) in %.2f s", first.scanned, "" if first.scanned == 1 else "s",
+                 first.changed, first.seconds)
         # One model for the watcher's embedding and the searches (about 100 MB
         # each), taking turns queries first, a few passages at a time.
         shared = self.writer.embedder or (self.writer.embedder_for_writing(None)

@@ -35,11 +35,7 @@ class VaultSet:
         if not services:
             raise ValueError("a VaultSet needs at least one vault")
         self.services = list(services)
-        names = [s.config.vault_name for s in self.services]
-        doubles = sorted({n for n in names if names.count(n) > 1})
-        if doubles:
-            raise UsageValueError(f"two vaults are named {doubles[0]!r}; give one another name "
-                                  "(vault_name in its .vault-search.toml)")
+        check_names([s.config.vault_name for s in self.services])
 
     @property
     def several(self) -> bool:
@@ -64,21 +60,18 @@ class VaultSet:
 
     def search(self, query: str, options: SearchOptions, vault: str | None = None, *,
                rerank_settings: RerankSettings | None = None) -> SearchResponse:
-        """One vault's search, or (no ``vault`` named, several served) every vault's, merged."""
+        """One vault's search (exactly its service's answer), or, with several
+        vaults and none named, every vault's, merged, each result naming its vault."""
         if vault is not None or not self.several:
-            service = self.pick(vault)
-            response = service.search(query, options, rerank_settings=rerank_settings)
-            return self._named(response, service) if self.several else response
+            return self.pick(vault).search(query, options, rerank_settings=rerank_settings)
         t0 = time.perf_counter()
-        answers = [(s.config.vault_name, self._named(s.search(query, options, rerank_settings=rerank_settings), s))
-                   for s in self.services]
+        answers = []
+        for service in self.services:
+            response = service.search(query, options, rerank_settings=rerank_settings)
+            for r in response.results:
+                r.vault = service.config.vault_name
+            answers.append((service.config.vault_name, response))
         return merge(answers, options.limit, (time.perf_counter() - t0) * 1000)
-
-    @staticmethod
-    def _named(response: SearchResponse, service: SearchService) -> SearchResponse:
-        for r in response.results:
-            r.vault = service.config.vault_name
-        return response
 
     def get(self, path: str, start: int | None = None, end: int | None = None, vault: str | None = None) -> NoteText:
         return self.pick(vault).get(path, start, end)
@@ -107,6 +100,14 @@ class VaultSet:
             service.close()
 
 
+def check_names(names: list[str]) -> None:
+    """Refuse two vaults of one name (a result could not say which it came from)."""
+    doubles = sorted({n for n in names if names.count(n) > 1})
+    if doubles:
+        raise UsageValueError(f"two vaults are named {doubles[0]!r}; give one another name "
+                              "(vault_name in its .vault-search.toml)")
+
+
 def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float) -> SearchResponse:
     """Every vault's hits in one list: by relevance, then by the place each
     had in its own vault's list; related notes after the hits; each vault's
@@ -121,7 +122,11 @@ def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float)
     paths = {(r.vault, r.path) for r in kept}
     kept += [r for _, r in related if (r.vault, r.related_to) in paths]
     warnings = [f"{name}: {w}" for name, a in answers for w in a.warnings]
-    modes = sorted({a.mode for _, a in answers})
+    modes = [a.mode for _, a in answers]
+    mode = max(set(modes), key=modes.count)
+    warnings += [f"{name}: searched in {a.mode} mode (not {mode})" for name, a in answers if a.mode != mode]
+    if any(a.explain for _, a in answers):
+        warnings.append("explain is per vault: name one vault to see how its list was ranked")
     first = answers[0][1]
-    return replace(first, mode="/".join(modes), took_ms=round(took_ms, 2), warnings=warnings, results=kept,
-                   explain=None, terms=first.terms)
+    return replace(first, mode=mode, took_ms=round(took_ms, 2), warnings=warnings, results=kept,
+                   explain=None, terms=sorted({t for _, a in answers for t in a.terms}))
