@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := $(BIN)/vault-search --vault sample-vault --index-dir .demo-index
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,22 @@ demo: $(VENV)/.installed
 	$(DEMO) search "数据库 索引"
 	$(DEMO) search "tea ceremony" --json
 
-test: $(VENV)/.installed-dev
+# Debian's chromium and chromium-driver for tests/test_browser.py (a real
+# browser, headless, on 127.0.0.1). Installed with apt-get when this user may
+# (root, or sudo without a password); otherwise those tests skip and say why.
+BROWSER_PACKAGES := chromium chromium-driver
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  (apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1)) \
+	  || echo "note: could not install $(BROWSER_PACKAGES); the browser tests will be skipped"; \
+	elif sudo -n true 2>/dev/null; then \
+	  sudo -n apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1 \
+	  || echo "note: could not install $(BROWSER_PACKAGES); the browser tests will be skipped"; \
+	else echo "note: $(BROWSER_PACKAGES) missing and no root; the browser tests will be skipped"; fi
+
+test: $(VENV)/.installed-dev browser
 	$(BIN)/python -m pytest -q
 
 # ruff (pyflakes, pycodestyle, import order, bugbear) and mypy; .ci/run runs it before the tests.

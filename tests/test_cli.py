@@ -124,7 +124,7 @@ def test_every_command_has_help_and_is_in_the_readme(cli):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     out = subprocess.run([str(CLI), "--help"], capture_output=True, text=True, check=True).stdout
     commands = re.findall(r"^  ([\w-]+)\s{2,}\S", out.split("Commands:")[1], re.M)
-    assert set(commands) == {"index", "search", "get", "links", "tags", "status", "watch", "serve", "mcp", "cache", "bench", "config", "ls", "multi-get"}
+    assert set(commands) == {"index", "search", "get", "links", "tags", "status", "watch", "serve", "mcp", "cache", "bench", "config", "ls", "multi-get", "open"}
     for command in commands:
         help_text = subprocess.run([str(CLI), command, "--help"], capture_output=True, text=True, check=True).stdout
         assert len(help_text) > 100

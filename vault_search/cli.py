@@ -772,10 +772,13 @@ def _print_sync(report, paths) -> None:
 @_interval_option
 @click.option("--no-watch", is_flag=True, help="Serve the index as it is; do not watch the vault.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every request and batch.")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="Let pages of ORIGIN call the JSON API (CORS), e.g. app://obsidian.md for a plugin inside "
+                   "Obsidian (repeatable; off by default).")
 @click.option("--vault", "vaults", multiple=True, metavar="DIR",
               help="A vault to serve (repeatable: several vaults from one process; default: the global --vault).")
 @click.pass_context
-def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
+def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, allow_origins, vaults):
     """Answer searches over HTTP on 127.0.0.1 and keep the index current.
 
     One resident process per vault keeps the index, jieba and the embedding
@@ -808,7 +811,7 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
             stack.enter_context(claim_index(config.index_dir, config.vault, "serve"))
         # Bind first: a busy port fails now, not after a first sync of the whole vault.
         try:
-            httpd = VaultHTTPServer(None, host, port, allow_hosts=allow_hosts)
+            httpd = VaultHTTPServer(None, host, port, allow_hosts=allow_hosts, allow_origins=allow_origins)
         except OSError as exc:
             raise VaultSearchError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
                                    "choose another --port") from None
@@ -829,6 +832,58 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, vaults):
             httpd.shutdown()
             for config in configs:
                 remove_server_file(config.index_dir)
+
+
+# `open` waits this long for a server it started to say it is ready (its first sync of a big vault).
+OPEN_WAIT_S = 120.0
+
+
+@main.command("open")
+@click.argument("query", nargs=-1)
+@click.option("--no-browser", is_flag=True, help="Print the page's address only.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="The port of a server this starts (default: any free one).")
+@click.pass_context
+def open_page(ctx, query, no_browser, port):
+    """Open the search page in a browser, starting `serve` if none runs.
+
+    \b
+    Examples:
+      vault-search open
+      vault-search open deep work
+    """
+    import subprocess
+    import webbrowser
+    from urllib.parse import quote
+
+    from .client import find_server
+
+    config = _config(ctx)
+    server = find_server(config.index_dir, config.vault)
+    if server is None:
+        config.index_dir.mkdir(parents=True, exist_ok=True)
+        log_path = config.index_dir / "serve.log"
+        click.echo(f"starting vault-search serve for {config.vault} (log: {log_path})", err=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from vault_search.cli import main; main()", "--vault", str(config.vault),
+                 "--index-dir", str(config.index_dir), "serve", "--port", str(port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + OPEN_WAIT_S
+        while server is None:
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+                raise VaultSearchError(f"vault-search serve stopped: {tail[0]} (see {log_path})")
+            if time.monotonic() > deadline:
+                raise VaultSearchError(f"vault-search serve is not ready after {OPEN_WAIT_S:.0f} s; it keeps "
+                                       f"starting (see {log_path}); run `vault-search open` again later")
+            time.sleep(0.2)
+            server = find_server(config.index_dir, config.vault)
+    host, port = server
+    url = f"http://{host}:{port}/" + (f"?q={quote(' '.join(query))}" if query else "")
+    click.echo(url)
+    if not no_browser and not webbrowser.open(url):
+        click.echo("no browser found here; open the address above", err=True)
 
 
 @main.command()

@@ -115,6 +115,21 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):
         self._handle()   # as GET; _send leaves the body out
 
+    def do_OPTIONS(self):
+        """A CORS preflight: answered only for an origin ``--allow-origin`` named."""
+        self.rfile.read(int(self.headers.get("Content-Length") or 0) if (self.headers.get("Content-Length") or
+                                                                         "0").isdigit() else 0)
+        if not self.server.connections.answering(self.connection):
+            self.close_connection = True
+            return
+        origin = self.headers.get("Origin")
+        if origin not in self.server.allowed_origins or self._allowed():
+            return self._send(403, {"error": "forbidden: no cross-origin access for this origin "
+                                             "(serve --allow-origin ORIGIN allows one)"}, close=True)
+        self._send(204, None, headers={"Access-Control-Allow-Methods": "GET, POST",
+                                       "Access-Control-Allow-Headers": "Content-Type, Accept",
+                                       "Access-Control-Max-Age": "600"})
+
     def send_error(self, code, message=None, explain=None):
         """JSON, also for what http.server refuses itself: a method without a
         ``do_`` handler (405 here, not 501), a malformed request line or headers."""
@@ -137,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
         if host not in allowed or (port is not None and port != str(self.server.server_port)):
             return f"Host {host_header!r} is not this server"
         origin = self.headers.get("Origin")
-        if origin is not None:
+        if origin is not None and origin not in self.server.allowed_origins:
             parts = urlsplit(origin)
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.hostname not in allowed:
                 return f"Origin {origin!r} is not local"
@@ -161,6 +176,9 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal:
             return self._send(403, {"error": f"forbidden: {refusal}"}, close=True)
         url = urlsplit(self.path)
+        if url.path in PAGES and self.command in ("GET", "HEAD"):
+            self.server.count_request()
+            return self._page(url.path)
         if url.path.rstrip("/") == MCP_PATH:
             self.server.count_request()
             if self.command != "POST":   # no event streams: a stateless server answers each POST whole
@@ -213,8 +231,35 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request failed")
             self._send(500, {"error": f"internal error ({exc.__class__.__name__})"})
 
-    def _send(self, status: int, data: dict, close: bool = False, headers: dict | None = None) -> None:
-        body = json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    def _cors(self) -> None:
+        """``Access-Control-Allow-Origin`` for an origin ``--allow-origin`` named (none by default)."""
+        origin = self.headers.get("Origin")
+        if origin is not None and origin in self.server.allowed_origins:
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Vary", "Origin")
+
+    def _page(self, path: str) -> None:
+        """The search page and its two files, from the package: nothing is
+        fetched from anywhere else, which the Content-Security-Policy enforces."""
+        name, kind = PAGES[path]
+        body = page_file(name)
+        self.server.connections.writing(self.connection)
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Content-Security-Policy", PAGE_POLICY)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("X-Frame-Options", "DENY")
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _send(self, status: int, data: dict | None, close: bool = False, headers: dict | None = None) -> None:
+        body = b"" if data is None else json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
         if close or status >= 400:
             self.close_connection = True
         self.server.connections.writing(self.connection)
@@ -222,6 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        self._cors()
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         if self.close_connection:
@@ -246,6 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
             if name.lower() not in ("content-length", "connection", "transfer-encoding", "date", "server"):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(answer.body)))
+        self._cors()
         if answer.status >= 400:
             self.close_connection = True
         if self.close_connection:
@@ -340,6 +387,23 @@ class _Handler(BaseHTTPRequestHandler):
         if status.server is not None:
             status = replace(status, server=replace(status.server, requests=self.server.requests))
         return status
+
+
+# The search page (vault_search/web): path -> (file, content type).
+PAGES = {"/": ("index.html", "text/html; charset=utf-8"), "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+         "/app.css": ("app.css", "text/css; charset=utf-8")}
+# The page loads its own script and style and asks its own server, nothing else.
+PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+               "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+_PAGE_CACHE: dict[str, bytes] = {}
+
+
+def page_file(name: str) -> bytes:
+    if name not in _PAGE_CACHE:
+        from importlib.resources import files
+
+        _PAGE_CACHE[name] = (files("vault_search") / "web" / name).read_bytes()
+    return _PAGE_CACHE[name]
 
 
 # Sent by vault-search's own CLI (client.request, fast.py): errors keep the CLI's flag names.
@@ -466,7 +530,7 @@ class VaultHTTPServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, service: SearchService | Sequence[SearchService] | None, host: str, port: int,
-                 allow_hosts=()):
+                 allow_hosts=(), allow_origins=()):
         self.vaults: VaultSet | None = None
         self._set(service)
         self._mcp: AsgiBridge | None = None   # before binding: a failed bind calls server_close
@@ -476,6 +540,8 @@ class VaultHTTPServer(ThreadingHTTPServer):
         self._count_lock = threading.Lock()
         self.connections = _Connections()
         self.allowed_hosts = set(LOCAL_NAMES) | {h.strip().lower() for h in allow_hosts}
+        # Origins whose pages (a plugin inside Obsidian: app://obsidian.md) may call the JSON API (CORS).
+        self.allowed_origins = {o.strip().rstrip("/") for o in allow_origins if o.strip()}
         if host in WILDCARD_HOSTS:
             self.allowed_hosts |= own_addresses()
         elif not is_loopback(host):

@@ -1,0 +1,200 @@
+"""The search page (`serve`'s /) in a real, headless Chromium (Debian's
+chromium and chromium-driver, driven by selenium) against a real server on
+127.0.0.1: first load from the URL, typing, keys, preview, modes, the side by
+side view, input methods, dark mode, and no request leaving 127.0.0.1."""
+
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from indexer.embed import HashEmbedder
+from tests.conftest import SAMPLE_VAULT, copy_tree
+from vault_search import Index
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (make test installs it)")
+if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+    pytest.skip("Debian's chromium and chromium-driver are not installed (make test installs them with apt-get "
+                "when it can; `apt-get install chromium chromium-driver`)", allow_module_level=True)
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import SearchService
+
+    root = tmp_path_factory.mktemp("browser")
+    vault = copy_tree(SAMPLE_VAULT, root / "vault")
+    with Index.open(vault, root / "index", create=True, embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+    service = SearchService(vault, root / "index", watch=False, warm=False, embedder=HashEmbedder(64))
+    httpd = VaultHTTPServer(service, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}", vault
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        service.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--disable-default-apps"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver, test, timeout=10):
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: test(d))
+
+
+def paths(driver):
+    return [e.get_attribute("data-path") for e in driver.find_elements(By.CSS_SELECTOR, "#results .result")]
+
+
+def shown_query(driver):
+    return driver.find_element(By.ID, "results").get_attribute("data-query")
+
+
+def requests_made(driver) -> list[str]:
+    """Every URL the page asked for since the last call (DevTools' network log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def searches(urls):
+    return [u for u in urls if "/search?" in u]
+
+
+def test_the_page_searches_as_you_type_with_the_state_in_the_url(site, browser):
+    base, _ = site
+    browser.get(f"{base}/?q=Tea%20Ceremony")
+    wait(browser, lambda d: paths(d))
+    assert paths(browser)[0] == "Notes/Travel/Kyoto trip.md"
+    assert browser.switch_to.active_element.get_attribute("id") == "q"   # focus on load
+    first = browser.find_element(By.CSS_SELECTOR, "#results .result")
+    assert "Notes/Travel/Kyoto trip.md:" in first.find_element(By.CLASS_NAME, "where").text
+    assert {m.text.lower() for m in first.find_elements(By.TAG_NAME, "mark")} == {"tea", "ceremony"}
+    assert first.find_element(By.LINK_TEXT, "open in Obsidian").get_attribute("href").startswith("obsidian://open?")
+    assert "#travel/japan" in first.text and "match:" in first.text
+
+    box = browser.find_element(By.ID, "q")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    for ch in "deep work":   # one key at a time: debounced, the last query's results only
+        box.send_keys(ch)
+    wait(browser, lambda d: shown_query(d) == "deep work" and paths(d))
+    assert paths(browser)[0] == "Notes/Reading/Deep Work.md" and len(paths(browser)) >= 2
+    assert "q=deep+work" in browser.current_url
+    time.sleep(0.5)
+    assert shown_query(browser) == "deep work"   # no older answer arrived after it
+
+    # Arrows move, Enter opens the preview of the note's lines around the hit, Esc closes, then clears.
+    box.send_keys(Keys.ARROW_DOWN)
+    second = paths(browser)[1]
+    assert "selected" in browser.find_elements(By.CSS_SELECTOR, "#results .result")[1].get_attribute("class")
+    box.send_keys(Keys.ENTER)
+    preview = browser.find_element(By.ID, "preview")
+    wait(browser, lambda d: preview.get_attribute("data-path") == second)
+    assert preview.is_displayed() and preview.find_elements(By.CSS_SELECTOR, ".line.hit")
+    box.send_keys(Keys.ESCAPE)
+    wait(browser, lambda d: not preview.is_displayed())
+    box.send_keys(Keys.ESCAPE)
+    wait(browser, lambda d: shown_query(d) == "" and not paths(d))
+    assert browser.current_url == f"{base}/"
+
+
+def test_modes_side_by_side_status_and_dark_mode(site, browser):
+    base, _ = site
+    browser.get(f"{base}/?q=tea%20ceremony&mode=vector")
+    wait(browser, lambda d: paths(d))
+    assert Select(browser.find_element(By.ID, "mode")).first_selected_option.get_attribute("value") == "vector"
+    assert "(vector," in browser.find_element(By.ID, "results").text
+    Select(browser.find_element(By.ID, "mode")).select_by_value("fts")
+    wait(browser, lambda d: "mode=fts" in d.current_url and "(fts," in d.find_element(By.ID, "results").text)
+    browser.find_element(By.ID, "compare").click()
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".compare h2")) == 3)
+    titles = [h.text for h in browser.find_elements(By.CSS_SELECTOR, ".compare h2")]
+    assert titles[0].startswith("keyword") and titles[1].startswith("vector") and titles[2].startswith("fused")
+    fused = browser.find_elements(By.CSS_SELECTOR, ".compare > div")[2].text
+    assert "keyword #1" in fused and "view=compare" in browser.current_url
+    wait(browser, lambda d: "notes" in d.find_element(By.ID, "status").text)
+    assert "21 notes" in browser.find_element(By.ID, "status").text
+
+    light = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    dark = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert light == "rgb(255, 255, 255)" and dark != light
+
+
+def test_an_input_method_fires_no_half_typed_search(site, browser):
+    base, _ = site
+    browser.get(f"{base}/")
+    wait(browser, lambda d: d.find_element(By.ID, "status").text)
+    requests_made(browser)
+    browser.execute_script("""
+        const q = document.getElementById('q');
+        q.dispatchEvent(new CompositionEvent('compositionstart', {data: ''}));
+        for (const text of ['shu', 'shuju', '数据']) {
+            q.value = text;
+            q.dispatchEvent(new InputEvent('input', {data: text, isComposing: true}));
+        }""")
+    time.sleep(0.8)
+    assert searches(requests_made(browser)) == []
+    browser.execute_script("""
+        const q = document.getElementById('q');
+        q.value = '数据库';
+        q.dispatchEvent(new CompositionEvent('compositionend', {data: '数据库'}));""")
+    wait(browser, lambda d: shown_query(d) == "数据库")
+    made = searches(requests_made(browser))
+    assert len(made) == 1 and "q=%E6%95%B0%E6%8D%AE%E5%BA%93" in made[0]
+    assert "Notes/数据库/数据库索引.md" in paths(browser)
+
+
+def test_the_page_asks_nothing_outside_127_0_0_1_and_cannot_be_framed(site, browser):
+    base, _ = site
+    requests_made(browser)
+    browser.get(f"{base}/?q=%E6%95%B0%E6%8D%AE%E5%BA%93")
+    wait(browser, lambda d: paths(d))
+    browser.find_element(By.ID, "q").send_keys(Keys.ENTER)
+    wait(browser, lambda d: d.find_element(By.ID, "preview").is_displayed())
+    urls = requests_made(browser)
+    assert urls and all(u.startswith(base + "/") or u.startswith("data:") for u in urls), urls
+    with urllib.request.urlopen(f"{base}/", timeout=10) as resp:
+        csp = resp.headers["Content-Security-Policy"]
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "connect-src 'self'" in csp
+        assert resp.headers["Content-Type"].startswith("text/html")
+    # Another site's page cannot read the API through the browser: its Origin is refused.
+    req = urllib.request.Request(f"{base}/search?q=x", headers={"Origin": "https://evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=10)
+    assert refused.value.code == 403

@@ -1,0 +1,106 @@
+"""What the server does for the search page without a browser: the page's
+files and their policy, the opt-in CORS for a plugin inside Obsidian, and
+`vault-search open` starting or finding the server. Real HTTP on 127.0.0.1."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from indexer.embed import HashEmbedder
+from tests.conftest import CLI
+from vault_search import Index
+
+OBSIDIAN = "app://obsidian.md"
+
+
+@pytest.fixture
+def served(vault, index_dir):
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import SearchService
+
+    with Index.open(vault, index_dir, create=True, embedder=HashEmbedder(32)) as idx:
+        idx.sync(embed=False)
+    service = SearchService(vault, index_dir, watch=False, warm=False)
+    servers = []
+
+    def start(**kwargs):
+        httpd = VaultHTTPServer(service, "127.0.0.1", 0, **kwargs).start()
+        servers.append(httpd)
+        return f"http://127.0.0.1:{httpd.server_port}"
+
+    yield start
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
+    service.close()
+
+
+def call(url, method="GET", headers=None):
+    req = urllib.request.Request(url, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def test_the_page_and_its_files_come_from_the_package_with_a_strict_policy(served):
+    base = served()
+    status, headers, body = call(f"{base}/?q=Deep%20Work")
+    assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+    assert b'<script src="/app.js"></script>' in body and b"http" not in body.replace(b'"http-equiv', b"")
+    assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+    assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
+    for path, kind in (("/app.js", "text/javascript"), ("/app.css", "text/css")):
+        status, headers, body = call(base + path)
+        assert status == 200 and headers["Content-Type"].startswith(kind) and body
+        assert b"https://" not in body and b"//cdn" not in body   # nothing from elsewhere
+    assert call(f"{base}/", method="POST")[0] == 404           # the page is read, never written to
+    assert call(f"{base}/", headers={"Host": "evil.example"})[0] == 403
+
+
+def test_cors_for_a_plugin_inside_obsidian_only_when_allowed(served):
+    closed = served()
+    status, headers, _ = call(f"{closed}/search?q=tea", headers={"Origin": OBSIDIAN})
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers
+    assert call(f"{closed}/search?q=tea", method="OPTIONS", headers={"Origin": OBSIDIAN})[0] == 403
+
+    opened = served(allow_origins=[OBSIDIAN])
+    status, headers, body = call(f"{opened}/search?q=tea+ceremony", headers={"Origin": OBSIDIAN})
+    assert status == 200 and headers["Access-Control-Allow-Origin"] == OBSIDIAN and headers["Vary"] == "Origin"
+    assert json.loads(body)["results"][0]["path"] == "Notes/Travel/Kyoto trip.md"
+    status, headers, _ = call(f"{opened}/search", method="OPTIONS",
+                              headers={"Origin": OBSIDIAN, "Access-Control-Request-Method": "POST"})
+    assert status == 204 and "POST" in headers["Access-Control-Allow-Methods"]
+    # Any other origin is still refused, and gets no CORS header.
+    status, headers, _ = call(f"{opened}/search?q=tea", headers={"Origin": "https://evil.example"})
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers
+    assert call(f"{opened}/search", method="OPTIONS", headers={"Origin": "https://evil.example"})[0] == 403
+
+
+def test_open_starts_a_server_once_and_then_finds_it(vault, index_dir):
+    env = {**os.environ, "VAULT_SEARCH_VAULT": str(vault), "VAULT_SEARCH_INDEX_DIR": str(index_dir)}
+    assert subprocess.run([str(CLI), "index", "--model", "hash:32"], env=env, capture_output=True).returncode == 0
+    first = subprocess.run([str(CLI), "open", "deep", "work", "--no-browser"], env=env, capture_output=True,
+                           text=True, timeout=150)
+    info = json.loads((index_dir / "server.json").read_text())
+    try:
+        assert first.returncode == 0, first.stderr
+        assert "starting vault-search serve" in first.stderr
+        assert first.stdout.strip() == f"http://127.0.0.1:{info['port']}/?q=deep%20work"
+        again = subprocess.run([str(CLI), "open", "--no-browser"], env=env, capture_output=True, text=True,
+                               timeout=60)
+        assert again.stdout.strip() == f"http://127.0.0.1:{info['port']}/" and "starting" not in again.stderr
+        status, headers, body = call(again.stdout.strip())
+        assert status == 200 and b"vault-search" in body
+    finally:
+        os.kill(info["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while (index_dir / "server.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
