@@ -33,7 +33,7 @@ DEFAULT_EXPIRY_FIELD = "valid_until"
 # named in a warning, since a misspelt key (``ignor = [...]``) silently
 # turns its setting off.
 KNOWN_SETTINGS = ("ignore", "include_dot", "max_file_mb", "vault_name", "stale_field", "stale_days",
-                  "expiry_field")
+                  "expiry_field", "boost", "log_queries")
 # Settings that look as if they belong here but live elsewhere.
 MISPLACED_SETTINGS = {"rerank": "rerank settings live in $XDG_CONFIG_HOME/vault-search/config.toml, "
                                 "never in the vault"}
@@ -50,6 +50,8 @@ class VaultConfig:
     stale_field: str = DEFAULT_STALE_FIELD
     stale_days: float = DEFAULT_STALE_DAYS
     expiry_field: str = DEFAULT_EXPIRY_FIELD
+    boost: str | None = None          # a frontmatter field every search boosts by (search --boost)
+    log_queries: bool = False         # keep a log of searches in the index folder (vault-search log)
     extra: dict = field(default_factory=dict, compare=False)
     # (file, message) pairs about the settings file, e.g. an unknown key;
     # the CLI prints them and `status` lists them.
@@ -107,12 +109,18 @@ def load_config(vault: str | os.PathLike | None = None,
         fields[key] = settings.pop(key, default)
         if not isinstance(fields[key], str) or not fields[key].strip() or '"' in fields[key]:
             raise ConfigError(f"{root / CONFIG_FILE}: {key} must be a frontmatter field name")
+    boost = settings.pop("boost", None)
+    if boost is not None and (not isinstance(boost, str) or '"' in boost or "\x00" in boost):
+        raise ConfigError(f"{root / CONFIG_FILE}: boost must be a frontmatter field name (like \"importance\")")
+    log_queries = settings.pop("log_queries", False)
+    if not isinstance(log_queries, bool):
+        raise ConfigError(f"{root / CONFIG_FILE}: log_queries must be true or false")
     stale_days = settings.pop("stale_days", DEFAULT_STALE_DAYS)
     if isinstance(stale_days, bool) or not isinstance(stale_days, (int, float)) or stale_days < 0:
         raise ConfigError(f"{root / CONFIG_FILE}: stale_days must be a number of days (0 or more)")
     return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
                        max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name,
-                       stale_days=float(stale_days), extra=settings,
+                       stale_days=float(stale_days), boost=boost, log_queries=log_queries, extra=settings,
                        warnings=tuple((CONFIG_FILE, w) for w in unknown_settings(settings)),
                        settings_stamp=stamp, **fields)
 

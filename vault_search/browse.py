@@ -7,6 +7,7 @@ vault-search skips is never listed and a glob never reaches outside the vault.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 
@@ -14,12 +15,14 @@ from indexer.config import VaultConfig
 from indexer.errors import NoteNotFoundError, UsageValueError, VaultSearchError
 
 from .files import note_by_name, read_note
-from .results import CutNote, FolderEntry, FolderListing, NoteEntry, NoteText, NoteTexts
+from .results import CutNote, FolderEntry, FolderListing, NoteEntry, NoteText, NoteTexts, Timeline, TimelineEntry
 
 # What an agent's context takes at once by default: about 25k tokens.
 DEFAULT_MAX_BYTES = 100_000
 MAX_NOTES = 1000
 GLOB_CHARS = frozenset("*?[")
+# "09:30 — " before a daily-log entry's title
+ENTRY_PREFIX_RE = re.compile(r"^\s*\d{1,2}:\d{2}\s*[-—–:|]*\s*")
 
 
 class Glob:
@@ -251,3 +254,28 @@ def list_folder(conn: sqlite3.Connection, folder: str | None = None) -> FolderLi
         raise NoteNotFoundError(f"{prefix}: no indexed notes in this folder")
     return FolderListing(prefix or "/", [FolderEntry(p, n, d) for p, (n, d) in folders.items()], notes)
 
+
+
+def timeline(conn: sqlite3.Connection, folder: str | None = None, after: str | None = None,
+             before: str | None = None) -> Timeline:
+    """The daily-log entries (``### HH:MM - Title`` under a dated note) of a
+    folder, oldest first, within ``after``/``before`` (the dates of ``search``:
+    2026-11-01, 2026-11, 7d, yesterday; inclusive at the precision given)."""
+    from .filters import SearchFilters
+
+    prefix = _folder(folder)
+    dates = SearchFilters.build(after=after, before=before)
+    rows = conn.execute(
+        "SELECT c.at, c.heading, n.path, c.start_line, c.end_line FROM chunks c JOIN notes n ON n.id = c.note_id "
+        "WHERE c.at IS NOT NULL AND substr(n.path, 1, ?) = ? "
+        + (f"AND {dates.sql()[0]} " if dates else "") + "ORDER BY c.at, n.path, c.start_line",
+        [len(prefix), prefix, *(dates.sql()[1] if dates else [])]).fetchall()
+    entries: dict[tuple[str, str], TimelineEntry] = {}   # an entry split into chunks is one entry
+    for at, heading, path, start, end in rows:
+        entry = entries.get((path, at))
+        if entry is None:
+            title = ENTRY_PREFIX_RE.sub("", heading.rsplit(" > ", 1)[-1] if heading else "")
+            entries[(path, at)] = TimelineEntry(at, title, path, start, end)
+        else:
+            entry.start_line, entry.end_line = min(entry.start_line, start), max(entry.end_line, end)
+    return Timeline(prefix or "/", list(entries.values()))

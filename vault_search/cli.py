@@ -373,6 +373,8 @@ def cache(clear, as_json):
               help="Only notes (daily-log entries) dated on or after DATE: 2026-11-01, '2026-11-01 09:30', "
                    "2026-11, 2026, today, yesterday, or an age: 7d, 2w, 3m, 1y.")
 @click.option("--before", metavar="DATE", help="Only notes (daily-log entries) dated on or before DATE.")
+@click.option("--today", is_flag=True, help="Only notes and daily-log entries dated today.")
+@click.option("--last", metavar="AGE", help="Only the last AGE: 7d, 2w, 3m, 1y (= --after AGE).")
 @click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
               help="Only notes whose frontmatter KEY equals VALUE (a list field: contains it); also KEY!=VALUE, "
                    "and KEY>VALUE / KEY<VALUE for dates and numbers. Repeatable: all must hold.")
@@ -386,6 +388,9 @@ def cache(clear, as_json):
                    "only the 3 best guesses; 0 in fts and vector.")
 @click.option("--related", is_flag=True,
               help="After the hits, list notes one link away from the top hits (marked related).")
+@click.option("--boost", metavar="FIELD",
+              help="Multiply each score by 0.5 + 0.5 x the note's frontmatter FIELD (a number in 0..1, like "
+                   "importance; missing: 0.5). Default: the vault's boost setting; --boost none turns it off.")
 @click.option("--full", is_flag=True, help="Include each note's whole text (JSON: the result's `text`).")
 @click.option("--explain", is_flag=True,
               help="Show the FTS query, each retriever's rank and score, and the fused score.")
@@ -544,16 +549,24 @@ def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
 
 @main.command()
 @click.argument("folder", required=False, shell_complete=complete_folder)
-@click.option("--json", "as_json", is_flag=True, help="Print {folder, folders, notes} as JSON.")
+@click.option("--timeline", is_flag=True,
+              help="The daily-log entries (### HH:MM - Title) under FOLDER by time, instead of its notes.")
+@click.option("--after", metavar="DATE", help="With --timeline: entries on or after DATE (2026-11-01, 7d, today...).")
+@click.option("--before", metavar="DATE", help="With --timeline: entries on or before DATE.")
+@click.option("--json", "as_json", is_flag=True, help="Print {folder, folders, notes} (or {folder, entries}) as JSON.")
 @click.pass_context
-def ls(ctx, folder, as_json):
+def ls(ctx, folder, timeline, after, before, as_json):
     """List a folder: sub-folders with note counts, then notes with dates and titles."""
-    from .render import render_listing
+    from .render import render_listing, render_timeline
 
+    if (after or before) and not timeline:
+        raise click.UsageError("--after and --before go with --timeline", ctx)
     with _open(ctx) as idx:
-        listing = idx.ls(folder)
+        listing = idx.timeline(folder, after, before) if timeline else idx.ls(folder)
     if as_json:
         click.echo(json.dumps(listing.to_dict(), ensure_ascii=False, indent=2))
+    elif timeline:
+        click.echo(render_timeline(listing))
     else:
         click.echo(render_listing(listing))
 

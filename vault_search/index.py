@@ -21,7 +21,7 @@ from indexer.writer import IndexWriter
 
 from . import files, graph, search, status
 from .options import SearchOptions, UnsupportedModeError
-from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, TagCounts
+from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, TagCounts, Timeline
 
 if TYPE_CHECKING:
     from .rerank import RerankSettings
@@ -109,6 +109,12 @@ class Index:
         from . import browse
 
         return browse.list_folder(self.conn, folder)
+
+    def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None) -> Timeline:
+        """A folder's daily-log entries by time (``browse.timeline``)."""
+        from . import browse
+
+        return browse.timeline(self.conn, folder, after, before)
 
     # -- vectors -----------------------------------------------------------
     @property

@@ -150,9 +150,19 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
 
     @tool
     def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]
-           = None, vault: VaultParam = None) -> dict[str, Any]:
+           = None,
+           timeline: Annotated[bool, Field(description=(
+               "List the daily-log entries (### HH:MM - Title) under the folder by time instead of its notes."))]
+           = False,
+           after: Annotated[str | None, Field(description="With timeline: entries on or after this date "
+                                                          "(2026-11-01, 2026-11, 7d, today).")] = None,
+           before: Annotated[str | None, Field(description="With timeline: entries on or before this date.")]
+           = None,
+           vault: VaultParam = None) -> dict[str, Any]:
         """List a folder of the vault: its sub-folders (with how many notes lie under each and the newest
         date), then its notes (title, date, modification time, tags)."""
+        if timeline:
+            return call(lambda s: s.timeline(folder, after, before, vault).to_dict())
         return call(lambda s: s.ls(folder, vault).to_dict())
 
     @tool

@@ -56,6 +56,9 @@ class SearchOptions:
                                               "today, yesterday, or an age: 7d, 2w, 3m, 1y.")
     before: str | None = _option(None, "text", "before: the end of the date range (inclusive), in the forms of "
                                                "after.")
+    today: bool = _option(False, "flag", "only notes and daily-log entries dated today.")
+    last: str | None = _option(None, "text", "only the last stretch of time: an age like 7d, 2w, 3m, 1y (the same as "
+                                             "after=7d).")
     where: Sequence[str] = _option((), "list", 'frontmatter conditions that must all hold, like "type=feedback" or '
                                                '"due<2026-12-01".')
     exclude_stale: bool = _option(False, "flag", "leave out notes whose last_verified is old or whose valid_until "
@@ -67,6 +70,9 @@ class SearchOptions:
                                                        "a note answers, the result's relevance field) is below this. "
                                                        "Default in hybrid mode: 0.15 when some result reaches 0.4, "
                                                        "else the 3 best guesses (a warning says so); 0 otherwise.")
+    boost: str | None = _option(None, "text", "a frontmatter field holding a number in 0..1 (like importance): "
+                                              "each score is multiplied by 0.5 + 0.5 x it (missing: 0.5); \"none\" "
+                                              "turns off the vault's default boost.")
     full: bool = _option(False, "flag", "include each note's whole text as the result's `text` (costly: prefer "
                                         "`get` on the hits' line ranges).")
     explain: bool = _option(False, "flag", tool=False)

@@ -14,7 +14,7 @@ import re
 
 import click
 
-from .results import Explain, FolderListing, IndexStatus, NoteLinks, NoteTexts, SearchResponse, TagCounts
+from .results import Explain, FolderListing, IndexStatus, NoteLinks, NoteTexts, SearchResponse, TagCounts, Timeline
 from .snippet import highlight_spans
 
 # C0 controls, DEL and C1 controls (Unicode category Cc): all the characters a
@@ -119,6 +119,9 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
             parts.append(f"query is its {row.name_match}: ranked first")
         if row.recency_factor is not None:
             parts.append(f"dated {row.date}, recency x{row.recency_factor:.3f}")
+        if row.boost_factor is not None:
+            shown = "missing" if row.boost_value is None else f"{row.boost_value:g}"
+            parts.append(f"boost {shown} x{row.boost_factor:.3f}")
         lines.append(click.style(f"  {printable(row.path)}: " + ", ".join(parts), dim=True))
     return lines
 
@@ -262,6 +265,12 @@ def render_notes(texts: NoteTexts) -> str:
         out.append("left out or cut short (--max-bytes, --max-lines):")
         out.extend(f"  {printable(c.path)}  {c.bytes} bytes, {c.reason}" for c in texts.cut)
     return "\n".join(out).rstrip("\n")
+
+
+def render_timeline(timeline: Timeline) -> str:
+    """``ls --timeline``: one entry a line, oldest first."""
+    return "\n".join(f"{e.at.replace('T', ' ')}  {printable(e.title)}  {printable(e.path)}:{e.start_line}-{e.end_line}"
+                     for e in timeline.entries)
 
 
 def render_listing(listing: FolderListing) -> str:

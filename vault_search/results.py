@@ -67,11 +67,13 @@ class ExplainRank:
     title_rank: int | None = None        # rank in the list of notes whose name looks like the query
     relevance: float | None = None       # as in the result, with its parts below
     evidence: dict | None = None         # keyword, translated, vector, name: each 0-1
+    boost_value: float | None = None     # --boost: the field's value used (clamped; None: missing, counted 0.5)
+    boost_factor: float | None = None    # --boost: 0.5 + 0.5 x the value
 
     def to_dict(self) -> dict:
         data = asdict(self)
         for key in ("name_match", "date", "recency_factor", "translated_rank", "title_rank", "relevance",
-                    "evidence"):
+                    "evidence", "boost_value", "boost_factor"):
             if data[key] is None:
                 del data[key]
         return data
@@ -292,6 +294,25 @@ class FolderListing:
     folder: str
     folders: list[FolderEntry] = field(default_factory=list)
     notes: list[NoteEntry] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TimelineEntry:
+    at: str          # YYYY-MM-DDTHH:MM
+    title: str       # the entry's heading without its time
+    path: str
+    start_line: int
+    end_line: int
+
+
+@dataclass
+class Timeline:
+    """``ls FOLDER --timeline``: a folder's daily-log entries, oldest first."""
+    folder: str
+    entries: list[TimelineEntry] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -48,6 +48,7 @@ from indexer.plain import reading_text
 from indexer.segment import WORD_RE, has_han
 from indexer.store import describe_db_error, name_key, vectors_state
 
+from . import priors
 from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
 from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
 from .keyword import (
@@ -144,6 +145,11 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             if options.recency_half_life:
                 fused, ages = recency(fused, chunk_dates(conn, fused), options.recency_half_life,
                                       now or dt.datetime.now())
+            boosts: dict[int, tuple[float | None, float]] = {}
+            if field := priors.boost_field(options, index.config):
+                values, note_paths = priors.field_values(conn, fused, field)
+                fused, boosts, problems = priors.boost(fused, values, field, note_paths)
+                warnings += problems
             pairs = result_rows(conn, index.config, fused[:keep], fq.terms, mode)
             candidates = rerank_candidates(conn, pairs[:settings.top_n]) if settings else []
             named_paths = {p: kind for n, kind in named if (p := path_of(conn, n))} if options.explain else {}
@@ -161,7 +167,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         results += related(conn, index.config, results, filters, fq.terms)
     if options.full:
         warnings += whole_notes(index.config, results)
-    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation) \
+    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts) \
         if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms)
@@ -188,7 +194,13 @@ def prepare(query: str, options: SearchOptions, config: VaultConfig) -> tuple[st
     if options.mode is not None and options.mode not in MODES:
         raise UnsupportedModeError(f"unknown mode {options.mode!r}; use one of {', '.join(MODES)}")
     limit = max(1, min(int(options.limit), MAX_LIMIT))
-    filters = SearchFilters.build(options.tags, options.path, options.after, options.before, options.where,
+    after, before = options.after, options.before
+    if options.today or options.last:
+        if after or (options.today and options.last):
+            raise UsageValueError("--today, --last and --after each set where the dates start; give one")
+        after = "today" if options.today else options.last
+        before = before or ("today" if options.today else None)
+    filters = SearchFilters.build(options.tags, options.path, after, before, options.where,
                                   Staleness.from_config(config) if options.exclude_stale else None)
     half_life = options.recency_half_life
     if half_life is not None and not half_life > 0:
@@ -786,7 +798,8 @@ def related(conn: sqlite3.Connection, config: VaultConfig, hits: list[SearchResu
 
 def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion: Fusion,
             named_paths: dict[str, str], ages: dict[int, tuple[str, float]], pairs: list[Pair],
-            proofs: dict[int, Evidence] | None = None, translation: Translation | None = None) -> Explain:
+            proofs: dict[int, Evidence] | None = None, translation: Translation | None = None,
+            boosts: dict[int, tuple[float | None, float]] | None = None) -> Explain:
     """Stage 10: the trace of a search: its FTS query, filters, fusion settings, name
     matches, and each result's ranks and scores."""
     return Explain(
@@ -802,6 +815,8 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            recency_factor=_round(ages[f.note_id][1]) if f.note_id in ages else None,
                            translated_rank=f.ranks.get("translated"), title_rank=f.ranks.get("title"),
                            relevance=_round3(f.relevance),
+                           boost_value=boosts[f.note_id][0] if boosts and f.note_id in boosts else None,
+                           boost_factor=_round(boosts[f.note_id][1]) if boosts and f.note_id in boosts else None,
                            evidence={k: round(v, 3) for k, v in asdict(proofs[f.note_id]).items()}
                            if proofs and f.note_id in proofs else None)
                for f, r in pairs],

@@ -375,7 +375,11 @@ class _Handler(BaseHTTPRequestHandler):
                                      read_text(params, "vault")).to_dict()
 
     def _ls(self, params) -> dict:
-        return self.vaults.ls(read_text(params, "folder", "path"), read_text(params, "vault")).to_dict()
+        folder, vault = read_text(params, "folder", "path"), read_text(params, "vault")
+        if read_flag(params, "timeline"):
+            return self.vaults.timeline(folder, read_text(params, "after"), read_text(params, "before"),
+                                        vault).to_dict()
+        return self.vaults.ls(folder, vault).to_dict()
 
     def _status(self, params) -> dict:
         status = self.vaults.status(read_text(params, "vault"))
@@ -418,7 +422,7 @@ ENDPOINTS: dict[str, tuple[str, ...]] = {
     "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color"),
     "/get": ("path", "start", "end", "vault"),
     "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines", "vault"),
-    "/ls": ("folder", "path", "vault"),
+    "/ls": ("folder", "path", "timeline", "after", "before", "vault"),
     "/links": ("path", "vault"),
     "/tags": ("vault",),
     "/status": ("vault",),

@@ -24,7 +24,17 @@ from indexer.writer import IndexWriter
 
 from .index import Index
 from .options import SearchOptions
-from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, ServerState, TagCounts
+from .results import (
+    FolderListing,
+    IndexStatus,
+    NoteLinks,
+    NoteText,
+    NoteTexts,
+    SearchResponse,
+    ServerState,
+    TagCounts,
+    Timeline,
+)
 
 if TYPE_CHECKING:
     from .rerank import RerankSettings
@@ -134,6 +144,11 @@ class SearchService:
         with self._lock:
             self.reader.refresh()
             return self.reader.ls(folder)
+
+    def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None) -> Timeline:
+        with self._lock:
+            self.reader.refresh()
+            return self.reader.timeline(folder, after, before)
 
     def links(self, path: str) -> NoteLinks:
         with self._lock:

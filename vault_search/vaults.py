@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING
 from indexer.errors import UsageValueError
 
 from .options import SearchOptions
-from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, SearchResult, TagCounts
+from .results import (
+    FolderListing,
+    IndexStatus,
+    NoteLinks,
+    NoteText,
+    NoteTexts,
+    SearchResponse,
+    SearchResult,
+    TagCounts,
+    Timeline,
+)
 from .service import SearchService
 
 if TYPE_CHECKING:
@@ -82,6 +92,10 @@ class VaultSet:
 
     def ls(self, folder: str | None = None, vault: str | None = None) -> FolderListing:
         return self.pick(vault).ls(folder)
+
+    def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None,
+                 vault: str | None = None) -> Timeline:
+        return self.pick(vault).timeline(folder, after, before)
 
     def links(self, path: str, vault: str | None = None) -> NoteLinks:
         return self.pick(vault).links(path)
