@@ -391,6 +391,9 @@ def cache(clear, as_json):
 @click.option("--boost", metavar="FIELD",
               help="Multiply each score by 0.5 + 0.5 x the note's frontmatter FIELD (a number in 0..1, like "
                    "importance; missing: 0.5). Default: the vault's boost setting; --boost none turns it off.")
+@click.option("--budget-tokens", type=click.IntRange(1, 1_000_000), metavar="N",
+              help="A context pack: the hits' whole sections (or chunks) as text, in rank order, deduplicated, at "
+                   "most N tokens in all (the model's tokenizer, else an estimate); -n bounds the passages.")
 @click.option("--full", is_flag=True, help="Include each note's whole text (JSON: the result's `text`).")
 @click.option("--explain", is_flag=True,
               help="Show the FTS query, each retriever's rank and score, and the fused score.")

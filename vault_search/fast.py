@@ -37,7 +37,8 @@ _OPTIONS = {
     "--format": (True, False), "--tag": (True, True), "--path": (True, False), "--after": (True, False),
     "--before": (True, False), "--where": (True, True), "--exclude-stale": (False, False),
     "--recency-half-life": (True, False), "--min-score": (True, False), "--related": (False, False),
-    "--explain": (False, False), "--full": (False, False), "--boost": (True, False), "--today": (False, False),
+    "--explain": (False, False), "--full": (False, False), "--boost": (True, False), "--budget-tokens": (True, False),
+    "--today": (False, False),
     "--last": (True, False),
 }
 

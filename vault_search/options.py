@@ -73,6 +73,10 @@ class SearchOptions:
     boost: str | None = _option(None, "text", "a frontmatter field holding a number in 0..1 (like importance): "
                                               "each score is multiplied by 0.5 + 0.5 x it (missing: 0.5); \"none\" "
                                               "turns off the vault's default boost.")
+    budget_tokens: int | None = _option(None, "whole", "return a context pack instead of snippets: the hits' whole "
+                                                       "sections (or chunks) as `text`, in rank order, no more than "
+                                                       "this many tokens in all (the response's `tokens`).",
+                                        bounds=(1, 1_000_000))
     full: bool = _option(False, "flag", "include each note's whole text as the result's `text` (costly: prefer "
                                         "`get` on the hits' line ranges).")
     explain: bool = _option(False, "flag", tool=False)

@@ -88,14 +88,17 @@ def render_search(response: SearchResponse) -> str:
         if r.tags:
             lines.append("    " + click.style(printable(" ".join("#" + t for t in r.tags[:8])), fg="magenta"))
         if r.text is not None:
-            lines.append(click.style("    ┌─ the whole note", dim=True))
+            label = f"lines {r.start_line}-{r.end_line}" if response.tokens is not None else "the whole note"
+            lines.append(click.style(f"    ┌─ {label}", dim=True))
             lines.extend("    │ " + printable(line, keep="\t") for line in r.text.split("\n"))
             lines.append(click.style("    └─", dim=True))
     if response.results:
         extra = len(response.results) - len(hits)
         lines.append(click.style(plural(len(hits), "result")
                                  + (f" + {extra} related" if extra else "")
-                                 + f" ({response.mode}, {response.took_ms:.0f} ms)", dim=True))
+                                 + f" ({response.mode}, {response.took_ms:.0f} ms)"
+                                 + (f"; {response.tokens} of {response.budget_tokens} tokens ({response.token_counter})"
+                                    if response.tokens is not None else ""), dim=True))
     if response.explain:
         lines += render_explain(response.explain, response.mode)
     return "\n".join(lines)

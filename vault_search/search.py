@@ -167,10 +167,21 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         results += related(conn, index.config, results, filters, fq.terms)
     if options.full:
         warnings += whole_notes(index.config, results)
+    packed = None
+    if options.budget_tokens:
+        from .pack import pack
+
+        packed = pack(index, results, options.budget_tokens)
+        results = packed.results
+        if packed.left_out:
+            warnings.append(f"{packed.left_out} more hits did not fit in {options.budget_tokens} tokens")
     trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts) \
         if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
-                          warnings=warnings, results=results, explain=trace, terms=fq.terms)
+                          warnings=warnings, results=results, explain=trace, terms=fq.terms,
+                          tokens=packed.tokens if packed else None,
+                          budget_tokens=options.budget_tokens if packed else None,
+                          token_counter=packed.counter if packed else None)
 
 
 def whole_notes(config: VaultConfig, results: list[SearchResult]) -> list[str]:
