@@ -551,6 +551,36 @@ def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
 
 
 @main.command()
+@click.argument("note", required=False, shell_complete=complete_note)
+@click.option("--text", metavar="TEXT", help="Compare a text (a draft about to be written) instead of a note; "
+                                            "- reads it from stdin.")
+@click.option("-n", "--limit", type=click.IntRange(1, 100), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print {source, mode, terms, results} as JSON.")
+@click.pass_context
+def similar(ctx, note, text, limit, as_json):
+    """List the notes most like NOTE, or like --text (read before write).
+
+    Each with its similarity (cosine of its closest chunk), the share of the
+    source's key words it holds, and near-duplicate marked.
+
+    \b
+    Examples:
+      vault-search similar memory/deploy-checklist.md
+      vault-search similar --text "Drain the node before upgrading k3s"
+    """
+    from .render import render_similar
+
+    if text == "-":
+        text = sys.stdin.read()
+    with _open(ctx) as idx:
+        response = idx.similar(note, text, limit)
+    if as_json:
+        click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_similar(response))
+
+
+@main.command()
 @click.argument("folder", required=False, shell_complete=complete_folder)
 @click.option("--timeline", is_flag=True,
               help="The daily-log entries (### HH:MM - Title) under FOLDER by time, instead of its notes.")

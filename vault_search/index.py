@@ -25,6 +25,7 @@ from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts,
 
 if TYPE_CHECKING:
     from .rerank import RerankSettings
+    from .similar import SimilarResponse
 
 
 class Index:
@@ -109,6 +110,12 @@ class Index:
         from . import browse
 
         return browse.list_folder(self.conn, folder)
+
+    def similar(self, note: str | None = None, text: str | None = None, limit: int = 10) -> SimilarResponse:
+        """The notes most like a note or a draft (``similar.similar``)."""
+        from .similar import similar
+
+        return similar(self, note, text, limit)
 
     def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None) -> Timeline:
         """A folder's daily-log entries by time (``browse.timeline``)."""

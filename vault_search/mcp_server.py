@@ -149,6 +149,21 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
         return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
 
     @tool
+    def similar(note: Annotated[str | None, Field(description=(
+                    "A note (path, name or alias) to find notes like; or give text."))] = None,
+                text: Annotated[str | None, Field(description=(
+                    "A text, e.g. a memory you are about to write, to find notes that already say it."))] = None,
+                limit: Annotated[int, Field(description="How many notes, 1 to 100.",
+                                            json_schema_extra={"minimum": 1, "maximum": 100})] = 10,
+                vault: VaultParam = None) -> dict[str, Any]:
+        """The notes most like a note or a text, the note itself excluded. Call it before writing a memory:
+        a result with near_duplicate true already says it (update that note instead of writing another).
+        similarity is the cosine of the closest chunk (the same scale for every call; with the default
+        model unrelated notes sit around 0.75-0.8, the same content above 0.9); overlap is the share of
+        the source's key words the note holds."""
+        return call(lambda s: s.similar(note, text, limit, vault).to_dict())
+
+    @tool
     def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]
            = None,
            timeline: Annotated[bool, Field(description=(

@@ -78,7 +78,7 @@ def pack(index: Index, results: list[SearchResult], budget: int) -> Pack:
         if budget - used < MIN_ROOM:
             left_out += 1
             continue
-        choice = None
+        choice: str | tuple[int, int, str, int] | None = None
         for start, end in dict.fromkeys([section(index.conn, r.path, r.start_line, r.end_line),
                                          (r.start_line, r.end_line)]):
             if any(s <= end and start <= e for s, e in spans.get(r.path, ())):

@@ -374,6 +374,11 @@ class _Handler(BaseHTTPRequestHandler):
                                      read_whole(params, "max_lines", None, (1, 10**8)),
                                      read_text(params, "vault")).to_dict()
 
+    def _similar(self, params) -> dict:
+        return self.vaults.similar(read_text(params, "note", "path"), read_text(params, "text"),
+                                   read_whole(params, "limit", 10, (1, 100)) or 10,
+                                   read_text(params, "vault")).to_dict()
+
     def _ls(self, params) -> dict:
         folder, vault = read_text(params, "folder", "path"), read_text(params, "vault")
         if read_flag(params, "timeline"):
@@ -422,6 +427,7 @@ ENDPOINTS: dict[str, tuple[str, ...]] = {
     "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color"),
     "/get": ("path", "start", "end", "vault"),
     "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines", "vault"),
+    "/similar": ("note", "path", "text", "limit", "vault"),
     "/ls": ("folder", "path", "timeline", "after", "before", "vault"),
     "/links": ("path", "vault"),
     "/tags": ("vault",),

@@ -38,6 +38,7 @@ from .results import (
 
 if TYPE_CHECKING:
     from .rerank import RerankSettings
+    from .similar import SimilarResponse
 
 log = logging.getLogger("vault_search.service")
 
@@ -144,6 +145,11 @@ class SearchService:
         with self._lock:
             self.reader.refresh()
             return self.reader.ls(folder)
+
+    def similar(self, note: str | None = None, text: str | None = None, limit: int = 10) -> SimilarResponse:
+        with self._lock:
+            self.reader.refresh()
+            return self.reader.similar(note, text, limit)
 
     def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None) -> Timeline:
         with self._lock:

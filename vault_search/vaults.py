@@ -34,6 +34,7 @@ from .service import SearchService
 
 if TYPE_CHECKING:
     from .rerank import RerankSettings
+    from .similar import SimilarResponse
 
 
 class WrongVaultError(UsageValueError):
@@ -92,6 +93,10 @@ class VaultSet:
 
     def ls(self, folder: str | None = None, vault: str | None = None) -> FolderListing:
         return self.pick(vault).ls(folder)
+
+    def similar(self, note: str | None = None, text: str | None = None, limit: int = 10,
+                vault: str | None = None) -> SimilarResponse:
+        return self.pick(vault).similar(note, text, limit)
 
     def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None,
                  vault: str | None = None) -> Timeline:
