@@ -508,6 +508,10 @@ def get(ctx, location, as_json, line_numbers):
         raise click.UsageError(str(exc), ctx) from None
     with _index_reader(config) as conn:   # reading a file needs no index; a name or an alias does
         note = read_note(config, path, start, end, conn)
+    if config.log_queries and conn is not None:
+        from .querylog import followed
+
+        followed(config.index_dir, [note.path])
     if line_numbers and not as_json:   # JSON carries start_line: the text stays the note's
         width = len(str(note.end_line))
         note = dataclasses.replace(note, text="\n".join(
@@ -578,6 +582,25 @@ def similar(ctx, note, text, limit, as_json):
         click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
     else:
         click.echo(render_similar(response))
+
+
+@main.command("log")
+@click.option("-n", "--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--misses", is_flag=True,
+              help="Only searches that found nothing, found only weak matches, or were never followed by a get.")
+@click.option("--json", "as_json", is_flag=True, help="Print {path, enabled, entries} as JSON.")
+@click.pass_context
+def query_log(ctx, limit, misses, as_json):
+    """List recent searches from the query log (log_queries = true in .vault-search.toml)."""
+    from .querylog import read
+    from .render import render_log
+
+    config = _config(ctx)
+    logged = read(config.index_dir, config.log_queries, limit, misses)
+    if as_json:
+        click.echo(json.dumps(logged.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_log(logged, misses))
 
 
 @main.command()

@@ -24,6 +24,7 @@ from .options import SearchOptions, UnsupportedModeError
 from .results import FolderListing, IndexStatus, NoteLinks, NoteText, NoteTexts, SearchResponse, TagCounts, Timeline
 
 if TYPE_CHECKING:
+    from .querylog import QueryLog
     from .rerank import RerankSettings
     from .similar import SimilarResponse
 
@@ -87,8 +88,27 @@ class Index:
     # -- reading: vault_search/search.py, graph.py, files.py, status.py -------
     def search(self, query: str, options: SearchOptions | None = None, *,
                rerank_settings: RerankSettings | None = None, **fields: Any) -> SearchResponse:
-        """Search the vault (``search.run``): ``options``, or its fields as keywords."""
-        return search.run(self, query, SearchOptions.of(options, **fields), rerank_settings)
+        """Search the vault (``search.run``): ``options``, or its fields as keywords.
+        With ``log_queries`` set, the search goes into the query log (``querylog``)."""
+        response = search.run(self, query, SearchOptions.of(options, **fields), rerank_settings)
+        if self.config.log_queries:
+            from . import querylog
+
+            querylog.record(self.config.index_dir, response)
+        return response
+
+    def query_log(self, limit: int = 20, misses: bool = False) -> QueryLog:
+        """The last searches, newest first; ``misses``: those that found nothing, only weak matches, or
+        were never followed by a get (``querylog.read``)."""
+        from . import querylog
+
+        return querylog.read(self.config.index_dir, self.config.log_queries, limit, misses)
+
+    def _followed(self, paths: list[str]) -> None:
+        if self.config.log_queries and paths:
+            from . import querylog
+
+            querylog.followed(self.config.index_dir, paths)
 
     def links(self, path: str) -> NoteLinks:
         """A note's links and backlinks (``graph.note_links``)."""
@@ -103,7 +123,9 @@ class Index:
         """Several notes at once, by glob, folder, path or name, within a size cap (``browse.multi_get``)."""
         from . import browse
 
-        return browse.multi_get(self.conn, self.config, patterns, max_bytes or browse.DEFAULT_MAX_BYTES, max_lines)
+        texts = browse.multi_get(self.conn, self.config, patterns, max_bytes or browse.DEFAULT_MAX_BYTES, max_lines)
+        self._followed([n.path for n in texts.notes])
+        return texts
 
     def ls(self, folder: str | None = None) -> FolderListing:
         """A folder's sub-folders (with counts) and notes (``browse.list_folder``)."""
@@ -170,7 +192,9 @@ class Index:
         not given."""
         if start is None and end is None:
             path, start, end = files.parse_location(self.config, path)
-        return files.read_note(self.config, path, start, end, self.conn)
+        note = files.read_note(self.config, path, start, end, self.conn)
+        self._followed([note.path])
+        return note
 
     def resolve_path(self, path: str) -> str:
         """The real file behind a vault path; refuses anything outside the vault."""

@@ -164,6 +164,18 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
         return call(lambda s: s.similar(note, text, limit, vault).to_dict())
 
     @tool
+    def log(misses: Annotated[bool, Field(description=(
+                "Only searches that found nothing, found only weak matches, or were never followed by a get."))]
+            = False,
+            limit: Annotated[int, Field(description="How many searches, newest first.",
+                                        json_schema_extra={"minimum": 1, "maximum": 10000})] = 20,
+            vault: VaultParam = None) -> dict[str, Any]:
+        """The query log (only when the user set log_queries = true): recent searches with their top hits,
+        how each matched and whether a get followed. With misses, the questions this memory fails to answer:
+        worth a note."""
+        return call(lambda s: s.query_log(limit, misses, vault).to_dict())
+
+    @tool
     def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]
            = None,
            timeline: Annotated[bool, Field(description=(

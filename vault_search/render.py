@@ -290,6 +290,24 @@ def render_similar(response) -> str:
     return "\n".join(lines)
 
 
+def render_log(logged, misses: bool) -> str:
+    """``log``: one search a line, newest first: time, mode, results, best relevance, followed, query, top hit."""
+    import datetime as dt
+
+    lines = [] if logged.enabled else [click.style(
+        "the query log is off: set log_queries = true in .vault-search.toml to keep one", fg="red")]
+    for e in logged.entries:
+        when = dt.datetime.fromtimestamp(e.at).strftime("%Y-%m-%d %H:%M")
+        best = "-" if e.best_relevance is None else f"{e.best_relevance:.2f}"
+        state = e.why_missed or ("followed" if e.followed else "")
+        top = e.top[0]["path"] if e.top else "nothing"
+        lines.append(f"{when}  {e.mode:<6} {e.results:>3} hits  best {best:<4}  {state:<12}  "
+                     f"{printable(e.query)!r} -> {printable(top)}")
+    if not logged.entries and logged.enabled:
+        lines.append("no misses logged" if misses else "no searches logged yet")
+    return "\n".join(lines)
+
+
 def render_timeline(timeline: Timeline) -> str:
     """``ls --timeline``: one entry a line, oldest first."""
     return "\n".join(f"{e.at.replace('T', ' ')}  {printable(e.title)}  {printable(e.path)}:{e.start_line}-{e.end_line}"

@@ -379,6 +379,10 @@ class _Handler(BaseHTTPRequestHandler):
                                    read_whole(params, "limit", 10, (1, 100)) or 10,
                                    read_text(params, "vault")).to_dict()
 
+    def _log(self, params) -> dict:
+        return self.vaults.query_log(read_whole(params, "limit", 20, (1, 10_000)) or 20, read_flag(params, "misses"),
+                                     read_text(params, "vault")).to_dict()
+
     def _ls(self, params) -> dict:
         folder, vault = read_text(params, "folder", "path"), read_text(params, "vault")
         if read_flag(params, "timeline"):
@@ -428,6 +432,7 @@ ENDPOINTS: dict[str, tuple[str, ...]] = {
     "/get": ("path", "start", "end", "vault"),
     "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines", "vault"),
     "/similar": ("note", "path", "text", "limit", "vault"),
+    "/log": ("limit", "misses", "vault"),
     "/ls": ("folder", "path", "timeline", "after", "before", "vault"),
     "/links": ("path", "vault"),
     "/tags": ("vault",),

@@ -37,6 +37,7 @@ from .results import (
 )
 
 if TYPE_CHECKING:
+    from .querylog import QueryLog
     from .rerank import RerankSettings
     from .similar import SimilarResponse
 
@@ -150,6 +151,10 @@ class SearchService:
         with self._lock:
             self.reader.refresh()
             return self.reader.similar(note, text, limit)
+
+    def query_log(self, limit: int = 20, misses: bool = False) -> QueryLog:
+        with self._lock:
+            return self.reader.query_log(limit, misses)
 
     def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None) -> Timeline:
         with self._lock:

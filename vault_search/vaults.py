@@ -33,6 +33,7 @@ from .results import (
 from .service import SearchService
 
 if TYPE_CHECKING:
+    from .querylog import QueryLog
     from .rerank import RerankSettings
     from .similar import SimilarResponse
 
@@ -97,6 +98,9 @@ class VaultSet:
     def similar(self, note: str | None = None, text: str | None = None, limit: int = 10,
                 vault: str | None = None) -> SimilarResponse:
         return self.pick(vault).similar(note, text, limit)
+
+    def query_log(self, limit: int = 20, misses: bool = False, vault: str | None = None) -> QueryLog:
+        return self.pick(vault).query_log(limit, misses)
 
     def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None,
                  vault: str | None = None) -> Timeline:
