@@ -158,7 +158,7 @@ def similar(index: Index, note: str | None = None, text: str | None = None, limi
 def key_terms(index: Index, text: str) -> tuple[list[str], dict[str, float]]:
     """The source's most distinctive words (tf x idf) and each one's idf."""
     index.segmenter.prepare([text])
-    counts = Counter(t for t in index.segmenter.segment(text) if t not in STOP_WORDS and (len(t) > 1 or t > "\u2e80"))
+    counts = Counter(t for t in index.segmenter.segment(text) if t not in STOP_WORDS and len(t) > 1)
     candidates = [t for t, _ in counts.most_common(CANDIDATE_TERMS)]
     freqs = document_frequencies(index.conn, candidates)
     scored = {t: counts[t] * idf(freqs.df.get(t, 0), freqs.chunks) for t in candidates if freqs.df.get(t)}

@@ -1,0 +1,203 @@
+"""For agents' memories (issue 18): similar notes before writing, a context
+pack within a token budget, priors from frontmatter, the query log, daily
+logs as a timeline. The sample vault (typed memories with importance, a
+near-duplicate pair) indexed with the default model once for the module:
+similarity is about meaning, so the real embedder."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import SAMPLE_VAULT, copy_tree, write
+from vault_search import Index
+from vault_search.cli import main
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("memories")
+    vault = copy_tree(SAMPLE_VAULT, root / "vault")
+    index_dir = root / "index"
+    import os
+
+    old = os.environ.get("VAULT_SEARCH_CACHE_DIR")
+    os.environ["VAULT_SEARCH_CACHE_DIR"] = str(root / "cache")
+    try:
+        with Index.open(vault, index_dir, create=True) as idx:
+            idx.sync()
+    finally:
+        if old is None:
+            os.environ.pop("VAULT_SEARCH_CACHE_DIR")
+        else:
+            os.environ["VAULT_SEARCH_CACHE_DIR"] = old
+    return vault, index_dir
+
+
+def run(shared, *args):
+    vault, index_dir = shared
+    result = CliRunner().invoke(main, ["--vault", str(vault), "--index-dir", str(index_dir), *args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def cli_json(shared, *args):
+    return json.loads(run(shared, *args, "--json").stdout)
+
+
+# -- 1. similar --------------------------------------------------------------------
+
+def test_similar_finds_the_near_duplicate_and_never_the_note_itself(shared):
+    data = cli_json(shared, "similar", "memory/deploy-checklist.md")
+    paths = [r["path"] for r in data["results"]]
+    assert paths[0] == "memory/upgrade-k3s.md" and "memory/deploy-checklist.md" not in paths
+    first = data["results"][0]
+    assert first["near_duplicate"] is True and first["similarity"] >= 0.93 and first["overlap"] >= 0.5
+    assert {"drain", "node"} <= set(first["shared"])
+    assert all(not r["near_duplicate"] for r in data["results"][1:])
+    # By name too, and a note unlike everything gets a few weak guesses, said so.
+    deep = cli_json(shared, "similar", "Deep Work")
+    assert "Notes/Reading/Deep Work.md" not in [r["path"] for r in deep["results"]]
+    assert deep["results"][0]["path"] == "memory/2026-11-01.md"   # "Finished two chapters of Deep Work"
+
+
+def test_similar_text_reads_before_writing(shared):
+    draft = "Before upgrading k3s: drain every node, upgrade, then watch Grafana for 15 minutes."
+    data = cli_json(shared, "similar", "--text", draft, "-n", "3")
+    assert data["source"] == "text" and data["mode"] == "hybrid"
+    assert [r["path"] for r in data["results"]][:2] == ["memory/upgrade-k3s.md", "memory/deploy-checklist.md"] or \
+        [r["path"] for r in data["results"]][:2] == ["memory/deploy-checklist.md", "memory/upgrade-k3s.md"]
+    unrelated = cli_json(shared, "similar", "--text", "量子园艺与火星上的郁金香")
+    assert len(unrelated["results"]) <= 3 and any("weak" in w for w in unrelated["warnings"])
+    assert all(r["near_duplicate"] is False for r in unrelated["results"])
+    bad = CliRunner().invoke(main, ["--vault", str(shared[0]), "--index-dir", str(shared[1]), "similar"])
+    assert bad.exit_code == 2 and "similar needs a note or a text" in bad.output
+
+
+# -- 2. the context pack ---------------------------------------------------------
+
+def test_budget_tokens_packs_whole_sections_within_the_budget(shared):
+    vault, index_dir = shared
+    for budget in (60, 200, 1000):
+        data = cli_json(shared, "search", "数据库 索引", "--budget-tokens", str(budget))
+        assert data["budget_tokens"] == budget and data["token_counter"] == "e5-xlmr"
+        assert 0 < data["tokens"] <= budget or (budget == 60 and data["tokens"] <= 60)
+        with Index.open(vault, index_dir) as idx:
+            from vault_search.pack import counter
+
+            _, count = counter(idx)
+            assert sum(count(r["text"]) for r in data["results"]) == data["tokens"]
+            for r in data["results"]:
+                lines = (vault / r["path"]).read_text().split("\n")
+                assert r["text"] == "\n".join(lines[r["start_line"] - 1:r["end_line"]])   # the file's own lines
+                assert r["text"].rstrip()[-1] in ".。!?！？)）`|*" or r["end_line"] >= len(lines) - 1 or \
+                    lines[r["end_line"]].strip() == "" or lines[r["end_line"]].startswith("#")   # not mid-sentence
+        spans = [(r["path"], r["start_line"], r["end_line"]) for r in data["results"]]
+        assert not any(a[0] == b[0] and a[1] <= b[2] and b[1] <= a[2] for i, a in enumerate(spans)
+                       for b in spans[i + 1:])
+    small = cli_json(shared, "search", "数据库 索引", "--budget-tokens", "60")
+    big = cli_json(shared, "search", "数据库 索引", "--budget-tokens", "1000")
+    assert len(small["results"]) < len(big["results"]) and any("did not fit" in w for w in small["warnings"])
+    section = next(r for r in big["results"] if r["path"] == "Notes/数据库/数据库索引.md")
+    assert section["text"].startswith("## ")   # a whole section, heading included
+
+
+# -- 3. priors ---------------------------------------------------------------------
+
+def test_boost_multiplies_by_importance_and_explain_shows_it(shared, tmp_path):
+    plain = cli_json(shared, "search", "drain the node", "--mode", "fts", "--explain", "-n", "3")
+    boosted = cli_json(shared, "search", "drain the node", "--mode", "fts", "--explain", "-n", "3",
+                       "--boost", "importance")
+    assert [r["path"] for r in plain["results"]][:2] == ["memory/upgrade-k3s.md", "memory/deploy-checklist.md"]
+    ranks = {r["path"]: r for r in boosted["explain"]["ranks"]}
+    assert ranks["memory/deploy-checklist.md"]["boost_value"] == 0.3
+    assert ranks["memory/deploy-checklist.md"]["boost_factor"] == pytest.approx(0.65)
+    assert ranks["Projects/Homelab/Kubernetes 集群.md"]["boost_factor"] == pytest.approx(0.75)   # missing: 0.5
+    fused = {r["path"]: r["fused_score"] for r in plain["explain"]["ranks"]}
+    for path, row in ranks.items():
+        assert row["fused_score"] == pytest.approx(fused[path] * row["boost_factor"], rel=1e-4)
+    order = [r["path"] for r in boosted["results"]]
+    assert order.index("Projects/Homelab/Kubernetes 集群.md") < order.index("memory/deploy-checklist.md")
+    assert "boost 0.3 x0.650" in run(shared, "search", "drain the node", "--mode", "fts", "--explain",
+                                     "--boost", "importance").stdout
+
+
+def test_boost_clamps_with_a_warning_and_comes_from_the_settings(tmp_path):
+    vault = tmp_path / "v"
+    write(vault / "a.md", "---\nimportance: 7\n---\n# A\nzebra crossing\n")
+    write(vault / "b.md", "---\nimportance: high\n---\n# B\nzebra stripes\n")
+    write(vault / ".vault-search.toml", 'boost = "importance"\n')
+    args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
+    assert CliRunner().invoke(main, [*args, "index", "--no-embed"]).exit_code == 0
+    data = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--json", "--explain"]).stdout)
+    ranks = {r["path"]: r for r in data["explain"]["ranks"]}
+    assert ranks["a.md"]["boost_value"] == 1.0 and ranks["b.md"]["boost_factor"] == 0.75
+    assert any("outside 0..1, clamped: a.md (7)" in w for w in data["warnings"])
+    assert any("not a number, counted as 0.5: b.md" in w for w in data["warnings"])
+    off = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--json", "--explain",
+                                               "--boost", "none"]).stdout)
+    assert all("boost_factor" not in r for r in off["explain"]["ranks"]) and not off["warnings"]
+
+
+# -- 4. the query log ----------------------------------------------------------------
+
+def test_the_query_log_is_opt_in_bounded_to_the_index_folder_and_lists_misses(tmp_path):
+    vault = copy_tree(SAMPLE_VAULT, tmp_path / "v")
+    args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
+    runner = CliRunner()
+    assert runner.invoke(main, [*args, "index", "--no-embed"]).exit_code == 0
+    runner.invoke(main, [*args, "search", "tea ceremony"])
+    assert not (tmp_path / "i" / "queries.db").exists()             # off by default
+    assert "the query log is off" in runner.invoke(main, [*args, "log"]).stdout
+    write(vault / ".vault-search.toml", "log_queries = true\n")
+    for query in ("tea ceremony", "zzqx nothing", "数据库 索引"):
+        runner.invoke(main, [*args, "search", query])
+    runner.invoke(main, [*args, "get", "Kyoto trip"])                # follows the first search
+    logged = json.loads(runner.invoke(main, [*args, "log", "--json"]).stdout)
+    assert [e["query"] for e in logged["entries"]] == ["数据库 索引", "zzqx nothing", "tea ceremony"]
+    tea = logged["entries"][2]
+    assert tea["followed"] is True and tea["top"][0] == {"path": "Notes/Travel/Kyoto trip.md", "match": "keyword",
+                                                         "relevance": 1.0}
+    misses = json.loads(runner.invoke(main, [*args, "log", "--misses", "--json"]).stdout)["entries"]
+    assert [(e["query"], e["why_missed"]) for e in misses] == [("数据库 索引", "not followed"),
+                                                               ("zzqx nothing", "no results")]
+    assert not list(vault.rglob("queries.db"))                       # never in the vault
+
+    with Index.open(vault, tmp_path / "i") as idx:
+        first = idx.query_log(limit=1)
+        assert len(first.entries) == 1 and first.enabled
+
+
+def test_the_log_keeps_only_the_last_entries(tmp_path, monkeypatch):
+    from vault_search import querylog
+    from vault_search.results import SearchResponse
+
+    monkeypatch.setattr(querylog, "MAX_ENTRIES", 50)
+    for i in range(230):
+        querylog.record(tmp_path, SearchResponse(query=f"q{i}", mode="fts", took_ms=1.0))
+    entries = querylog.read(tmp_path, True, limit=1000).entries
+    assert 50 <= len(entries) <= 150 and entries[0].query == "q229"
+
+
+# -- 5. the timeline -----------------------------------------------------------------
+
+def test_timeline_and_today(shared, tmp_path):
+    data = cli_json(shared, "ls", "memory", "--timeline")
+    assert [(e["at"], e["title"]) for e in data["entries"]] == [
+        ("2026-11-01T09:30", "Stand-up"), ("2026-11-01T11:00", "数据库迁移"), ("2026-11-01T15:45", "Reading"),
+        ("2026-11-02T08:50", "Running"), ("2026-11-02T14:10", "代码评审")]
+    later = cli_json(shared, "ls", "memory", "--timeline", "--after", "2026-11-02")
+    assert [e["title"] for e in later["entries"]] == ["Running", "代码评审"]
+    assert "2026-11-01 11:00  数据库迁移  memory/2026-11-01.md:7-8" in run(shared, "ls", "memory", "--timeline").stdout
+    import datetime as dt
+
+    today = dt.date.today().isoformat()
+    vault = tmp_path / "v"
+    write(vault / f"memory/{today}.md", f"# {today}\n\n### 08:15 - Coffee\nzebra notes today\n")
+    write(vault / "memory/2020-01-01.md", "# 2020-01-01\n\n### 08:15 - Old\nzebra notes long ago\n")
+    args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
+    CliRunner().invoke(main, [*args, "index", "--no-embed"])
+    found = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--today", "--json"]).stdout)
+    assert [r["path"] for r in found["results"]] == [f"memory/{today}.md"]
+    week = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--last", "7d", "--json"]).stdout)
+    assert [r["path"] for r in week["results"]] == [f"memory/{today}.md"]
