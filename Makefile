@@ -32,11 +32,12 @@ BROWSER_PACKAGES := chromium chromium-driver
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
-	  (apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1 || \
-	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1)) \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1)) \
 	  || echo "note: could not install $(BROWSER_PACKAGES); the browser tests will be skipped"; \
 	elif sudo -n true 2>/dev/null; then \
-	  sudo -n apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1 \
+	  (sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1 || \
+	   (sudo -n apt-get update -qq >/dev/null 2>&1 && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1)) \
 	  || echo "note: could not install $(BROWSER_PACKAGES); the browser tests will be skipped"; \
 	else echo "note: $(BROWSER_PACKAGES) missing and no root; the browser tests will be skipped"; fi
 

@@ -10,7 +10,7 @@ from conftest import CLI, REPO, write
 def test_index_search_json_and_exit_codes(cli):
     r = cli("index", "--no-embed")
     assert r.code == 0, r
-    assert re.search(r"21 notes scanned: 21 added", r.out)
+    assert re.search(r"22 notes scanned: 22 added", r.out)
     r = cli("search", "tea ceremony", "--json")
     assert r.code == 0, r
     data = r.json()
@@ -93,10 +93,10 @@ def test_get_refuses_paths_outside_the_vault(cli, vault, tmp_path):
 def test_status_reports_counts_location_and_versions(cli, index_dir):
     cli("index", "--no-embed")
     data = cli("status", "--json").json()
-    assert data["notes"] == 21 and data["chunks"] > 21
+    assert data["notes"] == 22 and data["chunks"] > 21
     assert data["index_dir"] == str(index_dir)
     assert data["schema_version"] == 7 and data["segmenter_version"].startswith("1/")
-    assert data["last_sync"]["added"] == 21
+    assert data["last_sync"]["added"] == 22
     text = cli("status").out
     assert "notes:" in text and str(index_dir) in text and "last sync:" in text
 
@@ -104,7 +104,7 @@ def test_status_reports_counts_location_and_versions(cli, index_dir):
 def test_index_progress_is_quiet_when_piped_and_json_report(cli):
     r = cli("index", "--no-embed", "--json")
     report = json.loads(r.out)
-    assert report["added"] == 21 and report["warnings"] == []
+    assert report["added"] == 22 and report["warnings"] == []
     assert "Indexing" not in r.out + r.err
 
 
@@ -124,7 +124,7 @@ def test_every_command_has_help_and_is_in_the_readme(cli):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     out = subprocess.run([str(CLI), "--help"], capture_output=True, text=True, check=True).stdout
     commands = re.findall(r"^  ([\w-]+)\s{2,}\S", out.split("Commands:")[1], re.M)
-    assert set(commands) == {"index", "search", "get", "links", "tags", "status", "watch", "serve", "mcp", "cache", "bench", "config", "ls", "multi-get", "open"}
+    assert set(commands) == {"index", "search", "get", "links", "tags", "status", "watch", "serve", "mcp", "cache", "bench", "config", "ls", "multi-get", "open", "similar", "log"}
     for command in commands:
         help_text = subprocess.run([str(CLI), command, "--help"], capture_output=True, text=True, check=True).stdout
         assert len(help_text) > 100

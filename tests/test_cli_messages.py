@@ -60,7 +60,7 @@ def test_a_malformed_line_range_is_a_usage_error(cli, ledger):
 def test_tags_json_is_the_http_object(vault, index_dir, cli):
     assert cli("index", "--no-embed").code == 0
     data = json.loads(cli("tags", "--json").out)
-    assert set(data) == {"tags"} and {"tag": "memory", "notes": 3} in data["tags"]
+    assert set(data) == {"tags"} and {"tag": "memory", "notes": 4} in data["tags"]
     assert json.loads(cli("tags", "--json", "-n", "2").out)["tags"] == data["tags"][:2]
     proc, info = start_server(vault, index_dir, "--no-watch")
     try:

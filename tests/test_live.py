@@ -196,12 +196,12 @@ def test_server_answers_like_the_cli_and_follows_edits(server, cli):
     status, note = http(port, "/get?path=memory/2026-11-01.md&start=3&end=3")
     assert status == 200 and note["text"] == "### 09:30 — Stand-up"
     status, st = http(port, "/status")
-    assert status == 200 and st["notes"] == 21 and st["server"]["watching"]
+    assert status == 200 and st["notes"] == 22 and st["server"]["watching"]
     status, links = http(port, "/links?path=" + quote("Notes/数据库/数据库索引.md"))
     assert status == 200 and {b["path"] for b in links["backlinks"]} == {"Home.md", "Projects/vault-search/设计笔记.md"}
     assert http(port, "/links?path=../etc/passwd")[0] in (403, 404)
     status, tags = http(port, "/tags")
-    assert status == 200 and {"tag": "memory", "notes": 3} in tags["tags"]
+    assert status == 200 and {"tag": "memory", "notes": 4} in tags["tags"]
     # the new search options travel over HTTP as they do in-process
     status, data = http(port, "/search?query=rules&mode=fts&where=type%3Dfeedback&exclude_stale=1&related=1")
     local = cli("search", "rules", "--mode", "fts", "--where", "type=feedback", "--exclude-stale", "--related",
@@ -320,7 +320,7 @@ def test_mcp_server_over_stdio(vault, index_dir):
                                                                 str(index_dir), "mcp"])
         async with Client(params, read_timeout_seconds=60) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"search", "get", "multi_get", "ls", "links", "tags", "status"}
+            assert set(tools) == {"search", "get", "multi_get", "similar", "log", "ls", "links", "tags", "status"}
             assert "fallback" in tools["search"].description or "do not know" in tools["search"].description
             assert "do not already know" in client.instructions
             found = await client.call_tool("search", {"query": "tea ceremony", "limit": 3})
@@ -331,7 +331,7 @@ def test_mcp_server_over_stdio(vault, index_dir):
                                                    "end": r0["end_line"]})
             assert "tea ceremony" in lines.structured_content["text"]
             status = await client.call_tool("status", {})
-            assert status.structured_content["notes"] == 21
+            assert status.structured_content["notes"] == 22
             refused = await client.call_tool("get", {"path": "../../etc/passwd"})
             assert refused.is_error and "outside the vault" in refused.content[0].text
             # Picks up vault changes during the session.

@@ -80,7 +80,7 @@ def test_budget_tokens_packs_whole_sections_within_the_budget(shared):
     vault, index_dir = shared
     for budget in (60, 200, 1000):
         data = cli_json(shared, "search", "数据库 索引", "--budget-tokens", str(budget))
-        assert data["budget_tokens"] == budget and data["token_counter"] == "e5-xlmr"
+        assert data["token_budget"] == budget and data["token_counter"] == "e5-xlmr"
         assert 0 < data["tokens"] <= budget or (budget == 60 and data["tokens"] <= 60)
         with Index.open(vault, index_dir) as idx:
             from vault_search.pack import counter

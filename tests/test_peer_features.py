@@ -114,7 +114,7 @@ def test_multi_get_by_glob_folder_and_name_within_a_cap(shared):
     deep = [n["path"] for n in json.loads(run(shared, "multi-get", "**/Deep*.md", "--json").output)["notes"]]
     assert deep == ["Notes/Reading/Deep Work.md"]
     folder = json.loads(run(shared, "multi-get", "memory/", "--json").output)
-    assert len(folder["notes"]) == 5
+    assert len(folder["notes"]) == 6
     first_size = len((vault / "memory/2026-11-01.md").read_text().rstrip("\n").encode())
     capped = json.loads(run(shared, "multi-get", "memory/2026-*.md", "--max-bytes", str(first_size + 5),
                             "--json").output)
@@ -139,16 +139,16 @@ def test_multi_get_by_glob_folder_and_name_within_a_cap(shared):
 def test_ls_lists_folders_with_counts_then_notes(shared):
     root = json.loads(run(shared, "ls", "--json").output)
     folders = {f["path"]: f["notes"] for f in root["folders"]}
-    assert folders["memory/"] == 5 and folders["Notes/"] == 9
+    assert folders["memory/"] == 6 and folders["Notes/"] == 9
     assert [n["path"] for n in root["notes"]] == ["Home.md", "Twin.md"]
     memory = json.loads(run(shared, "ls", "memory", "--json").output)
     titles = {n["path"]: n["title"] for n in memory["notes"]}
-    assert titles["memory/feedback-rules.md"] == "Feedback rules" and len(titles) == 5
+    assert titles["memory/feedback-rules.md"] == "Feedback rules" and len(titles) == 6
     assert memory["folders"] == []
     dated = {n["path"]: n["date"] for n in memory["notes"]}
     assert dated["memory/2026-11-01.md"] == "2026-11-01"
     text = run(shared, "ls").output
-    assert "memory/  5 notes" in text and "Inbox/  1 note," in text
+    assert "memory/  6 notes" in text and "Inbox/  1 note," in text
 
 
 # -- 3. search options -----------------------------------------------------------
@@ -191,7 +191,7 @@ def test_mcp_schema_an_agent_can_use():
     from vault_search.mcp_server import build_server
 
     tools = {t.name: t for t in asyncio.run(build_server(lambda: None).list_tools())}
-    assert set(tools) == {"search", "get", "multi_get", "ls", "links", "tags", "status"}
+    assert set(tools) == {"search", "get", "multi_get", "similar", "log", "ls", "links", "tags", "status"}
     search = tools["search"].input_schema["properties"]
     assert search["mode"]["anyOf"][0]["enum"] == ["hybrid", "fts", "vector"]
     assert (search["limit"]["minimum"], search["limit"]["maximum"]) == (1, 1000)
@@ -230,7 +230,7 @@ def test_mcp_errors_name_parameters_and_a_string_stands_for_a_list(shared):
             tags = await client.call_tool("tags", {"limit": 2})
             assert len(tags.structured_content["tags"]) == 2
             listing = await client.call_tool("ls", {"folder": "memory"})
-            assert len(listing.structured_content["notes"]) == 5
+            assert len(listing.structured_content["notes"]) == 6
 
     asyncio.run(session())
 

@@ -21,11 +21,11 @@ def search_paths(vault, index_dir, query, **kw):
 
 def test_first_sync_then_nothing_changed(vault, index_dir):
     first = sync(vault, index_dir)
-    assert first.added == 21 and first.chunks_written > 20
+    assert first.added == 22 and first.chunks_written > 20
     assert not first.warnings
     second = sync(vault, index_dir)
     assert (second.added, second.updated, second.deleted, second.touched, second.chunks_written) == (0, 0, 0, 0, 0)
-    assert second.unchanged == 21
+    assert second.unchanged == 22
 
 
 def test_touch_without_change_rehashes_but_does_not_reparse(vault, index_dir):
@@ -66,7 +66,7 @@ def test_segmenter_version_change_forces_resegmentation(vault, index_dir):
     with Index.open(vault, index_dir) as idx:
         set_meta(idx.conn, "segmenter_version", "0/old")
     report = sync(vault, index_dir)
-    assert report.full_rebuild and report.updated == 21
+    assert report.full_rebuild and report.updated == 22
     with Index.open(vault, index_dir) as idx:
         assert get_meta(idx.conn, "segmenter_version") == Segmenter.version
 
@@ -123,9 +123,9 @@ def test_two_index_processes_at_once_serialise(vault, index_dir):
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     added = sorted(int(out.split(": ")[1].split(" added")[0]) for out, _ in outs)
-    assert added == [0, 0, 21]
+    assert added == [0, 0, 22]
     with sqlite3.connect(index_dir / "index.db") as conn:
-        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (21,)
+        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (22,)
 
 
 def test_an_index_belongs_to_one_vault(vault, index_dir, tmp_path):

@@ -27,13 +27,13 @@ def test_search_and_index_from_a_subfolder_use_the_whole_vault(vault, tmp_path):
     sub = vault / "Notes" / "数据库"
     r = _run(sub, "index", "--no-embed", data_home=data)  # .obsidian/ marks the vault root
     assert r.returncode == 0, r.stderr
-    assert "21 notes scanned: 21 added" in r.stdout
+    assert "22 notes scanned: 22 added" in r.stdout
     assert len(_indexes(data)) == 1 and _indexes(data)[0].startswith("vault-")
     r = _run(sub, "search", "tea ceremony", "--json", data_home=data)
     assert r.returncode == 0, r.stderr
     assert '"Notes/Travel/Kyoto trip.md"' in r.stdout  # a note outside the current folder
     r = _run(sub, "index", "--no-embed", data_home=data)
-    assert r.returncode == 0 and "21 unchanged" in r.stdout and len(_indexes(data)) == 1
+    assert r.returncode == 0 and "22 unchanged" in r.stdout and len(_indexes(data)) == 1
 
 
 def test_an_existing_index_or_a_settings_file_marks_the_vault(vault, tmp_path):

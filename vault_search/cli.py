@@ -851,9 +851,9 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, allow_origi
     """Answer searches over HTTP on 127.0.0.1 and keep the index current.
 
     One resident process per vault keeps the index, jieba and the embedding
-    model loaded; `vault-search search` finds it and asks it. Endpoints:
-    /search, /get, /multi-get, /ls, /links, /tags, /status, /health (JSON),
-    and MCP at /mcp. `serve --vault A --vault B` serves several vaults from
+    model loaded; `vault-search search` finds it and asks it. A search page
+    at / (`vault-search open`); JSON at /search, /get, /multi-get, /similar,
+    /ls, /log, /links, /tags, /status, /health; and MCP at /mcp. `serve --vault A --vault B` serves several vaults from
     one process.
     """
     from contextlib import ExitStack
@@ -903,6 +903,16 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, allow_origi
                 remove_server_file(config.index_dir)
 
 
+def _since(path, offset: int) -> str:
+    """What a log file got after ``offset`` (what the server this process started wrote)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 # `open` waits this long for a server it started to say it is ready (its first sync of a big vault).
 OPEN_WAIT_S = 120.0
 
@@ -933,6 +943,7 @@ def open_page(ctx, query, no_browser, port):
         config.index_dir.mkdir(parents=True, exist_ok=True)
         log_path = config.index_dir / "serve.log"
         click.echo(f"starting vault-search serve for {config.vault} (log: {log_path})", err=True)
+        offset = log_path.stat().st_size if log_path.exists() else 0
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from vault_search.cli import main; main()", "--vault", str(config.vault),
@@ -940,9 +951,10 @@ def open_page(ctx, query, no_browser, port):
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + OPEN_WAIT_S
         while server is None:
-            if proc.poll() is not None:
-                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            if proc.poll() is not None and "already served" not in _since(log_path, offset):
+                tail = _since(log_path, offset).strip().splitlines()[-1:] or ["no output"]
                 raise VaultSearchError(f"vault-search serve stopped: {tail[0]} (see {log_path})")
+            # else: another `open` (or `serve`) is starting this vault's server; wait for it
             if time.monotonic() > deadline:
                 raise VaultSearchError(f"vault-search serve is not ready after {OPEN_WAIT_S:.0f} s; it keeps "
                                        f"starting (see {log_path}); run `vault-search open` again later")
@@ -961,7 +973,7 @@ def open_page(ctx, query, no_browser, port):
 def mcp(ctx, interval):
     """Model Context Protocol server on stdio, for AI agents.
 
-    Tools: search, get, multi_get, ls, links, tags and status (see the
+    Tools: search, get, multi_get, similar, log, ls, links, tags and status (see the
     README for their parameters). The index stays loaded and current for
     the session. `serve` answers the same tools over HTTP at /mcp.
     Example client config: {"command": "vault-search",

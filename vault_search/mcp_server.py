@@ -35,9 +35,11 @@ keywords and by meaning, across Chinese and English, and returns paths with line
 with that path and line range to read the exact lines before relying on them. If you already know the
 path or the note's name, call `get` directly; `multi_get` reads several notes (a glob or a folder) within a
 size cap, `ls` lists a folder. `links` lists a note's outlinks and backlinks, to follow a topic; `tags`
-lists the tags. Results marked `stale: true` were not verified recently (or have expired): check them
-before trusting them, or pass exclude_stale. `status` tells how many notes are indexed and whether the
-index is current."""
+lists the tags. Before writing a memory, call `similar` with its text: a near_duplicate result already
+says it (update that note instead). Give `search` a token budget to get whole passages that fit your
+context instead of snippets. Results marked `stale: true` were not verified recently (or have expired):
+check them before trusting them, or pass exclude_stale. `status` tells how many notes are indexed and
+whether the index is current."""
 
 SEARCH_HELP = """\
 Find notes by keywords and by meaning (Chinese and English). Use it when you do not know which note holds a \
@@ -91,6 +93,7 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
 
     _search_tool(mcp, call)
     _reading_tools(mcp, call)
+    _memory_tools(mcp, call)
     return mcp
 
 
@@ -117,36 +120,15 @@ def _search_tool(mcp: Any, call: Callable) -> None:
     mcp.tool(description=SEARCH_HELP.format(options=SearchOptions.tool_help()))(search)
 
 
-def _reading_tools(mcp: Any, call: Callable) -> None:
-    from mcp.server.mcpserver.exceptions import ToolError
-
+def _one_line_tools(mcp: Any) -> Callable:
     def tool(fn):
         """A tool whose description is its docstring on one line."""
         return mcp.tool(description=" ".join((fn.__doc__ or "").split()))(fn)
+    return tool
 
-    @tool
-    def get(path: NoteParam,
-            start: Annotated[int | None, Field(description="First line, 1-based (default: 1).")] = None,
-            end: Annotated[int | None, Field(description="Last line, inclusive (default: the end).")] = None,
-            vault: VaultParam = None) -> dict[str, Any]:
-        """Read a note of the vault, or lines start..end of it (1-based, inclusive). Only notes inside
-        the vault can be read; a name several notes share is refused with the candidates' paths."""
-        return call(lambda s: s.get(path, start, end, vault).to_dict())
 
-    @tool
-    def multi_get(
-            paths: Annotated[list[str] | str, Field(description=(
-                "What to read: globs (memory/2026-11-*.md; * stays in a folder, ** crosses folders), folders "
-                "(Projects/), paths or names; one string or a list."))],
-            max_bytes: Annotated[int | None, Field(description="Stop at this many bytes in all (default 100000).",
-                                                   json_schema_extra={"minimum": 1})] = None,
-            max_lines: Annotated[int | None, Field(description="At most this many lines of each note.",
-                                                   json_schema_extra={"minimum": 1})] = None,
-            vault: VaultParam = None) -> dict[str, Any]:
-        """Read several notes at once, in the order named (a glob's in path order), until max_bytes is
-        reached. `cut` lists the notes left out or cut short: read those with `get`."""
-        patterns = [paths] if isinstance(paths, str) else list(paths)
-        return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
+def _memory_tools(mcp: Any, call: Callable) -> None:
+    tool = _one_line_tools(mcp)
 
     @tool
     def similar(note: Annotated[str | None, Field(description=(
@@ -174,6 +156,36 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
         how each matched and whether a get followed. With misses, the questions this memory fails to answer:
         worth a note."""
         return call(lambda s: s.query_log(limit, misses, vault).to_dict())
+
+
+def _reading_tools(mcp: Any, call: Callable) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    tool = _one_line_tools(mcp)
+
+    @tool
+    def get(path: NoteParam,
+            start: Annotated[int | None, Field(description="First line, 1-based (default: 1).")] = None,
+            end: Annotated[int | None, Field(description="Last line, inclusive (default: the end).")] = None,
+            vault: VaultParam = None) -> dict[str, Any]:
+        """Read a note of the vault, or lines start..end of it (1-based, inclusive). Only notes inside
+        the vault can be read; a name several notes share is refused with the candidates' paths."""
+        return call(lambda s: s.get(path, start, end, vault).to_dict())
+
+    @tool
+    def multi_get(
+            paths: Annotated[list[str] | str, Field(description=(
+                "What to read: globs (memory/2026-11-*.md; * stays in a folder, ** crosses folders), folders "
+                "(Projects/), paths or names; one string or a list."))],
+            max_bytes: Annotated[int | None, Field(description="Stop at this many bytes in all (default 100000).",
+                                                   json_schema_extra={"minimum": 1})] = None,
+            max_lines: Annotated[int | None, Field(description="At most this many lines of each note.",
+                                                   json_schema_extra={"minimum": 1})] = None,
+            vault: VaultParam = None) -> dict[str, Any]:
+        """Read several notes at once, in the order named (a glob's in path order), until max_bytes is
+        reached. `cut` lists the notes left out or cut short: read those with `get`."""
+        patterns = [paths] if isinstance(paths, str) else list(paths)
+        return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
 
     @tool
     def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]

@@ -97,7 +97,7 @@ def render_search(response: SearchResponse) -> str:
         lines.append(click.style(plural(len(hits), "result")
                                  + (f" + {extra} related" if extra else "")
                                  + f" ({response.mode}, {response.took_ms:.0f} ms)"
-                                 + (f"; {response.tokens} of {response.budget_tokens} tokens ({response.token_counter})"
+                                 + (f"; {response.tokens} of {response.token_budget} tokens ({response.token_counter})"
                                     if response.tokens is not None else ""), dim=True))
     if response.explain:
         lines += render_explain(response.explain, response.mode)

@@ -115,14 +115,14 @@ class SearchResponse:
     # With --budget-tokens (in the JSON only then): the passages' tokens, the
     # budget, and what counted them (the model's tokenizer, or "estimate").
     tokens: int | None = None
-    budget_tokens: int | None = None
+    token_budget: int | None = None
     token_counter: str | None = None
 
     def to_dict(self) -> dict:
         data = asdict(replace(self, explain=None))
         del data["terms"], data["explain"]
         if self.tokens is None:
-            del data["tokens"], data["budget_tokens"], data["token_counter"]
+            del data["tokens"], data["token_budget"], data["token_counter"]
         for result in data["results"]:
             for key in ("text", "vault"):
                 if result[key] is None:
@@ -139,7 +139,7 @@ class SearchResponse:
         return cls(query=data["query"], mode=data["mode"], took_ms=data["took_ms"],
                    warnings=list(data.get("warnings", [])), results=results, explain=explain,
                    terms=terms or (explain.terms if explain else []), tokens=data.get("tokens"),
-                   budget_tokens=data.get("budget_tokens"), token_counter=data.get("token_counter"))
+                   token_budget=data.get("token_budget"), token_counter=data.get("token_counter"))
 
 
 @dataclass

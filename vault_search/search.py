@@ -180,7 +180,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms,
                           tokens=packed.tokens if packed else None,
-                          budget_tokens=options.budget_tokens if packed else None,
+                          token_budget=options.budget_tokens if packed else None,
                           token_counter=packed.counter if packed else None)
 
 

@@ -116,18 +116,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle()   # as GET; _send leaves the body out
 
     def do_OPTIONS(self):
-        """A CORS preflight: answered only for an origin ``--allow-origin`` named."""
-        self.rfile.read(int(self.headers.get("Content-Length") or 0) if (self.headers.get("Content-Length") or
-                                                                         "0").isdigit() else 0)
+        """A CORS preflight: answered only for an origin ``--allow-origin`` named
+        (its body, which a preflight never has, is not read: the connection closes)."""
+        if self.headers.get("Origin") is None:   # not a preflight: a method this server does not take
+            return self.send_error(HTTPStatus.NOT_IMPLEMENTED)
         if not self.server.connections.answering(self.connection):
             self.close_connection = True
             return
-        origin = self.headers.get("Origin")
-        if origin not in self.server.allowed_origins or self._allowed():
+        origin = normal_origin(self.headers.get("Origin") or "")
+        if (self.headers.get("Content-Length") or "0") != "0" or self.headers.get("Transfer-Encoding") or \
+                origin not in self.server.allowed_origins or self._allowed():
             return self._send(403, {"error": "forbidden: no cross-origin access for this origin "
                                              "(serve --allow-origin ORIGIN allows one)"}, close=True)
         self._send(204, None, headers={"Access-Control-Allow-Methods": "GET, POST",
-                                       "Access-Control-Allow-Headers": "Content-Type, Accept",
+                                       "Access-Control-Allow-Headers": CORS_HEADERS,
                                        "Access-Control-Max-Age": "600"})
 
     def send_error(self, code, message=None, explain=None):
@@ -152,7 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
         if host not in allowed or (port is not None and port != str(self.server.server_port)):
             return f"Host {host_header!r} is not this server"
         origin = self.headers.get("Origin")
-        if origin is not None and origin not in self.server.allowed_origins:
+        if origin is not None and normal_origin(origin) not in self.server.allowed_origins:
             parts = urlsplit(origin)
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.hostname not in allowed:
                 return f"Origin {origin!r} is not local"
@@ -233,30 +235,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _cors(self) -> None:
         """``Access-Control-Allow-Origin`` for an origin ``--allow-origin`` named (none by default)."""
-        origin = self.headers.get("Origin")
-        if origin is not None and origin in self.server.allowed_origins:
+        headers = getattr(self, "headers", None)   # none yet when http.server refuses a malformed request
+        origin = headers.get("Origin") if headers is not None else None
+        if origin is not None and normal_origin(origin) in self.server.allowed_origins:
             self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Access-Control-Expose-Headers", "Mcp-Session-Id")
             self.send_header("Vary", "Origin")
 
     def _page(self, path: str) -> None:
-        """The search page and its two files, from the package: nothing is
-        fetched from anywhere else, which the Content-Security-Policy enforces."""
-        name, kind = PAGES[path]
-        body = page_file(name)
-        self.server.connections.writing(self.connection)
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Content-Security-Policy", PAGE_POLICY)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        self.send_header("X-Frame-Options", "DENY")
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        send_page(self, path)
 
     def _send(self, status: int, data: dict | None, close: bool = False, headers: dict | None = None) -> None:
         body = b"" if data is None else json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
@@ -277,28 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _mcp(self, url, body: bytes) -> None:
-        """The MCP tools over the SDK's streamable HTTP transport (``mcp_server.http_app``)."""
-        try:
-            bridge = self.server.mcp_bridge()
-        except Exception as exc:   # the SDK missing or failing to start: say so, keep serving
-            log.exception("MCP over HTTP failed to start")
-            return self._send(500, {"error": f"MCP over HTTP is not available ({exc.__class__.__name__})"})
-        answer = bridge.request("POST", MCP_PATH, url.query,
-                                list(self.headers.items()), body, self.client_address[:2],
-                                self.connection.getsockname()[:2], RESPONSE_DEADLINE_S * 3)
-        self.server.connections.writing(self.connection)
-        self.send_response(answer.status)
-        for name, value in answer.headers:
-            if name.lower() not in ("content-length", "connection", "transfer-encoding", "date", "server"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(answer.body)))
-        self._cors()
-        if answer.status >= 400:
-            self.close_connection = True
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(answer.body)
+        answer_mcp(self, url, body)
 
     def _send_text(self, answer: Rendered) -> None:
         """What the CLI would print, as UTF-8 text, with this process's pid
@@ -400,6 +366,76 @@ class _Handler(BaseHTTPRequestHandler):
         if status.server is not None:
             status = replace(status, server=replace(status.server, requests=self.server.requests))
         return status
+
+
+def send_page(handler: _Handler, path: str) -> None:
+    """The search page and its two files, from the package: nothing is
+    fetched from anywhere else, which the Content-Security-Policy enforces."""
+    name, kind = PAGES[path]
+    body = page_file(name)
+    handler.server.connections.writing(handler.connection)
+    handler.send_response(200)
+    handler.send_header("Content-Type", kind)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.send_header("Cache-Control", "no-cache")
+    handler.send_header("Content-Security-Policy", PAGE_POLICY)
+    handler.send_header("X-Content-Type-Options", "nosniff")
+    handler.send_header("Referrer-Policy", "no-referrer")
+    handler.send_header("X-Frame-Options", "DENY")
+    if handler.close_connection:
+        handler.send_header("Connection", "close")
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
+
+
+def answer_mcp(handler: _Handler, url, body: bytes) -> None:
+    """The MCP tools over the SDK's streamable HTTP transport (``mcp_server.http_app``)."""
+    try:
+        bridge = handler.server.mcp_bridge()
+    except Exception as exc:   # the SDK missing or failing to start: say so, keep serving
+        log.exception("MCP over HTTP failed to start")
+        return handler._send(500, {"error": f"MCP over HTTP is not available ({exc.__class__.__name__})"})
+    answer = bridge.request("POST", MCP_PATH, url.query,
+                            list(handler.headers.items()), body, handler.client_address[:2],
+                            handler.connection.getsockname()[:2], RESPONSE_DEADLINE_S * 3)
+    handler.server.connections.writing(handler.connection)
+    handler.send_response(answer.status)
+    for name, value in answer.headers:
+        if name.lower() not in ("content-length", "connection", "transfer-encoding", "date", "server"):
+            handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(answer.body)))
+    handler._cors()
+    if answer.status >= 400:
+        handler.close_connection = True
+    if handler.close_connection:
+        handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.wfile.write(answer.body)
+
+
+# What a page of an allowed origin may send (MCP's streamable HTTP clients send the last two).
+CORS_HEADERS = "Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version"
+
+
+def normal_origin(origin: str) -> str:
+    """An origin as compared: scheme and host lower-cased, no trailing slash."""
+    parts = urlsplit(origin.strip())
+    if not parts.scheme or not parts.netloc:
+        return origin.strip()
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+def check_origin(origin: str) -> str:
+    """An ``--allow-origin`` value, normalised; ``null``, ``*`` and anything
+    that is not scheme://host are refused (``null`` is every sandboxed frame
+    and file:// page)."""
+    value = normal_origin(origin)
+    parts = urlsplit(value)
+    if value in ("null", "*") or not parts.scheme or not parts.netloc or parts.path or parts.query:
+        raise UsageValueError(f"--allow-origin {origin!r}: give one origin as scheme://host[:port], like "
+                              "app://obsidian.md (never null or *)")
+    return value
 
 
 # The search page (vault_search/web): path -> (file, content type).
@@ -556,7 +592,7 @@ class VaultHTTPServer(ThreadingHTTPServer):
         self.connections = _Connections()
         self.allowed_hosts = set(LOCAL_NAMES) | {h.strip().lower() for h in allow_hosts}
         # Origins whose pages (a plugin inside Obsidian: app://obsidian.md) may call the JSON API (CORS).
-        self.allowed_origins = {o.strip().rstrip("/") for o in allow_origins if o.strip()}
+        self.allowed_origins = {check_origin(o) for o in allow_origins}
         if host in WILDCARD_HOSTS:
             self.allowed_hosts |= own_addresses()
         elif not is_loopback(host):

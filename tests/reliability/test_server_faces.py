@@ -49,7 +49,7 @@ def test_http_limit_outside_1_to_1000_is_refused(served, ledger):
         status, data, _ = http(port, f"/search?query=tea&limit={good}")
         assert status == 200 and 1 <= len(data["results"]) <= int(good)
     status, tags, _ = http(port, "/tags")
-    assert status == 200 and set(tags) == {"tags"} and {"tag": "memory", "notes": 3} in tags["tags"]
+    assert status == 200 and set(tags) == {"tags"} and {"tag": "memory", "notes": 4} in tags["tags"]
     ledger.record("hostile input", "out-of-range limit (0, -5, 1001, 100000) over HTTP and MCP",
                   f"refused: '{LIMIT_ERROR}' (HTTP 400, MCP tool error), as the CLI refuses it", tries=6)
 

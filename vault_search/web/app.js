@@ -7,11 +7,11 @@
   const CONTEXT_LINES = 8;       // preview: lines shown around a hit
   const LIMIT = 20;
   const $ = (id) => document.getElementById(id);
-  const q = $("q"), mode = $("mode"), compare = $("compare");
+  const q = $("q"), mode = $("mode"), compare = $("compare"), vaultBox = $("vault");
   const filters = { tag: $("tag"), path: $("path"), after: $("after"), before: $("before") };
   const results = $("results"), preview = $("preview"), statusLine = $("status");
 
-  let timer = 0, seq = 0, inflight = null, composing = false;
+  let timer = 0, seq = 0, inflight = null, composing = false, previewSeq = 0, previewTimer = 0;
   let hits = [], selected = -1, terms = [];
 
   // -- state in the URL ------------------------------------------------------
@@ -21,6 +21,7 @@
     mode.value = ["hybrid", "fts", "vector"].includes(p.get("mode")) ? p.get("mode") : "";
     for (const [k, el] of Object.entries(filters)) el.value = p.get(k) || "";
     compare.checked = p.get("view") === "compare";
+    wantedVault = p.get("vault") || "";
     if (Object.values(filters).some((el) => el.value)) $("filters").open = true;
   }
 
@@ -30,13 +31,22 @@
     if (mode.value) p.set("mode", mode.value);
     for (const [k, el] of Object.entries(filters)) if (el.value.trim()) p.set(k, el.value.trim());
     if (compare.checked) p.set("view", "compare");
+    if (vaultBox.value) p.set("vault", vaultBox.value);
     const url = p.toString() ? `/?${p}` : "/";
     if (url !== location.pathname + location.search) history.replaceState(null, "", url);
   }
 
   // -- requests --------------------------------------------------------------
+  let wantedVault = "";
+
+  function withVault(p, vault) {
+    const v = vault === undefined ? vaultBox.value : vault;
+    if (v) p.set("vault", v);
+    return p;
+  }
+
   function params(extra) {
-    const p = new URLSearchParams({ q: q.value, limit: String(LIMIT), explain: "1", ...extra });
+    const p = withVault(new URLSearchParams({ q: q.value, limit: String(LIMIT), explain: "1", ...extra }));
     for (const [k, el] of Object.entries(filters)) if (el.value.trim()) p.set(k, el.value.trim());
     return p;
   }
@@ -118,7 +128,7 @@
     results.dataset.query = query;
     const out = [];
     if (data) for (const w of data.warnings) out.push(el("p", "warning", w));
-    if (!data) out.push(el("p", "hint", "Type to search. ↑ ↓ to move, Enter to preview, Esc to clear."));
+    if (!data) out.push(el("p", "hint", "Type to search. ↑ ↓ to move, Enter to preview, Shift+Enter to open in Obsidian, Esc to clear."));
     else if (!hits.length) out.push(el("p", "empty", `No results for “${query}” (${data.mode}).`));
     else {
       const list = el("ol", "results");
@@ -127,7 +137,7 @@
     }
     results.replaceChildren(...out);
     mark();
-    if (!hits.length) closePreview();
+    closePreview();   // a new list: the old preview's note may not be in it
   }
 
   function resultItem(r, i) {
@@ -146,6 +156,7 @@
     if (r.relevance !== null && r.relevance !== undefined) meta.append(el("span", null, `relevance ${r.relevance.toFixed(2)}`));
     if (r.date) meta.append(el("span", null, r.date.replace("T", " ")));
     if (r.stale) meta.append(el("span", "stale", "stale"));
+    if (r.vault) meta.append(el("span", "chip vault", r.vault));
     for (const t of r.tags.slice(0, 8)) meta.append(el("span", "chip", `#${t}`));
     const open = el("a", null, "open in Obsidian");
     open.href = r.uri;
@@ -177,6 +188,7 @@
       box.append(list);
       return box;
     };
+    const notes = fused.warnings.map((w) => el("p", "warning", w));
     const grid = el("div", "compare");
     grid.append(
       column("keyword (BM25)", kw, (r, i) => `#${i + 1} · bm25 ${r.scores.fts}`),
@@ -188,7 +200,8 @@
         return `${kwRank} · ${vecRank} · ${r.match || ""}`;
       }),
     );
-    results.replaceChildren(grid);
+    results.replaceChildren(...notes, grid);
+    closePreview();
   }
 
   function mark() {
@@ -203,10 +216,13 @@
   async function openPreview() {
     const r = hits[selected];
     if (!r) return;
+    const mine = ++previewSeq;   // only the last preview asked for is shown
     const start = Math.max(1, r.start_line - CONTEXT_LINES);
-    const p = new URLSearchParams({ path: r.path, start: String(start), end: String(r.end_line + CONTEXT_LINES) });
+    const p = withVault(new URLSearchParams({ path: r.path, start: String(start), end: String(r.end_line + CONTEXT_LINES) }),
+                        r.vault || undefined);
     try {
       const note = await getJson("/get", p);
+      if (mine !== previewSeq) return;
       const pre = $("preview-text");
       const lines = note.text.split("\n").map((text, i) => {
         const no = note.start_line + i;
@@ -222,12 +238,15 @@
       const hit = pre.querySelector(".line.hit");   // scroll the pane only, never the page
       if (hit) preview.scrollTop = Math.max(0, hit.offsetTop - preview.clientHeight / 3);
     } catch (err) {
+      if (mine !== previewSeq) return;
       $("preview-text").textContent = String(err.message || err);
       preview.hidden = false;
     }
   }
 
   function closePreview() {
+    previewSeq++;   // an answer still on its way is dropped
+    clearTimeout(previewTimer);
     preview.hidden = true;
     delete preview.dataset.path;
   }
@@ -236,8 +255,14 @@
   async function pollStatus() {
     let next = 15000;
     try {
-      const s = await getJson("/status", new URLSearchParams());
-      const one = s.vaults ? s.vaults[0] : s;
+      const s = await getJson("/status", withVault(new URLSearchParams()));
+      if (s.vaults) fillVaults(s.vaults.map((v) => v.vault));
+      const all = s.vaults || [s];
+      const one = all.reduce((a, v) => ({
+        notes: a.notes + v.notes, chunks: a.chunks + v.chunks, waiting_chunks: a.waiting_chunks + v.waiting_chunks,
+        model: a.model || v.model, last_sync: !a.last_sync || (v.last_sync && v.last_sync.at > a.last_sync.at) ? v.last_sync : a.last_sync,
+        server: { pending_changes: (a.server.pending_changes || 0) + ((v.server && v.server.pending_changes) || 0) },
+      }), { notes: 0, chunks: 0, waiting_chunks: 0, model: null, last_sync: null, server: {} });
       const waiting = one.model ? `${one.waiting_chunks} waiting for vectors` : "keyword only";
       const when = one.last_sync ? new Date(one.last_sync.at * 1000).toLocaleTimeString() : "never";
       statusLine.textContent = `${one.notes} notes · ${one.chunks} chunks · ${waiting} · last sync ${when}`;
@@ -250,9 +275,22 @@
     setTimeout(pollStatus, next);
   }
 
+  function fillVaults(paths) {
+    if (vaultBox.options.length > 1) return;
+    for (const path of paths) {
+      const o = document.createElement("option");
+      o.value = path;
+      o.textContent = path.split("/").filter(Boolean).pop() || path;
+      vaultBox.append(o);
+    }
+    vaultBox.hidden = false;
+    if (wantedVault) vaultBox.value = wantedVault;
+    loadTags();
+  }
+
   async function loadTags() {
     try {
-      const data = await getJson("/tags", new URLSearchParams());
+      const data = await getJson("/tags", withVault(new URLSearchParams(), vaultBox.value || (vaultBox.options[1] && vaultBox.options[1].value) || ""));
       $("tags").replaceChildren(...data.tags.slice(0, 200).map((t) => {
         const o = document.createElement("option");
         o.value = t.tag;
@@ -262,25 +300,44 @@
   }
 
   // -- events ----------------------------------------------------------------
-  q.addEventListener("compositionstart", () => { composing = true; clearTimeout(timer); });
-  q.addEventListener("compositionend", () => { composing = false; schedule(); });
-  q.addEventListener("input", (e) => { if (!e.isComposing) schedule(); });
+  // An input method's half-typed word (pinyin) is no query yet, in any text box.
+  for (const node of [q, ...Object.values(filters)]) {
+    node.addEventListener("compositionstart", () => { composing = true; clearTimeout(timer); });
+    node.addEventListener("compositionend", () => { composing = false; schedule(); });
+    node.addEventListener("input", (e) => { if (!e.isComposing) schedule(); });
+  }
   for (const node of [mode, compare]) node.addEventListener("change", () => { clearTimeout(timer); run(); });
-  for (const node of Object.values(filters)) node.addEventListener("input", schedule);
+  vaultBox.addEventListener("change", () => { clearTimeout(timer); loadTags(); run(); });
   $("search").addEventListener("submit", (e) => { e.preventDefault(); clearTimeout(timer); run(); });
 
   document.addEventListener("keydown", (e) => {
     if (e.isComposing || composing) return;
+    const at = document.activeElement;
+    if (at && at !== q && at !== document.body && at.tagName !== "A") {
+      // Another control has the keys: a filter box, the mode menu. Esc empties a filter box only.
+      if (e.key === "Escape" && Object.values(filters).includes(at) && at.value) {
+        e.preventDefault();
+        at.value = "";
+        schedule();
+      }
+      return;
+    }
     if (e.key === "ArrowDown" || e.key === "ArrowUp") {
       if (!hits.length || compare.checked) return;
       e.preventDefault();
       selected = Math.max(0, Math.min(hits.length - 1, selected + (e.key === "ArrowDown" ? 1 : -1)));
       mark();
-      if (!preview.hidden) openPreview();
+      if (!preview.hidden) {
+        clearTimeout(previewTimer);   // holding an arrow asks for the last note only
+        previewTimer = setTimeout(openPreview, 120);
+      }
+    } else if (e.key === "Enter" && at !== document.body && at && at.tagName === "A") {
+      return;   // a focused link opens itself
     } else if (e.key === "Enter") {
       if (hits.length && selected >= 0 && !compare.checked) {
         e.preventDefault();
-        openPreview();
+        if (e.shiftKey || e.ctrlKey || e.metaKey) location.href = hits[selected].uri;   // open in Obsidian
+        else openPreview();
       }
     } else if (e.key === "Escape") {
       e.preventDefault();
