@@ -76,20 +76,26 @@ def wait(driver, test, timeout=10):
 
 
 def paths(driver):
-    return [e.get_attribute("data-path") for e in driver.find_elements(By.CSS_SELECTOR, "#results .result")]
+    """The listed notes (read in one script: the list may be re-rendered while it is read)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#results .result')].map((e) => e.dataset.path)")
 
 
 def shown_query(driver):
     return driver.find_element(By.ID, "results").get_attribute("data-query")
 
 
+SEEN: list[str] = []   # every URL any page of this module asked for
+
+
 def requests_made(driver) -> list[str]:
     """Every URL the page asked for since the last call (DevTools' network log)."""
-    urls = []
+    urls: list[str] = []
     for entry in driver.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         if message.get("method") == "Network.requestWillBeSent":
             urls.append(message["params"]["request"]["url"])
+    SEEN.extend(urls)
     return urls
 
 
@@ -202,3 +208,75 @@ def test_the_page_asks_nothing_outside_127_0_0_1_and_cannot_be_framed(site, brow
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(req, timeout=10)
     assert refused.value.code == 403
+
+
+def test_the_preview_shows_the_last_note_asked_for_and_filters_keep_their_keys(site, browser):
+    base, _ = site
+    browser.get(f"{base}/?q=deep%20work")
+    wait(browser, lambda d: len(paths(d)) >= 2)
+    # The first preview's answer comes late; the second is asked for meanwhile and must win.
+    browser.execute_script("""
+        const real = window.fetch;
+        let first = true;
+        window.fetch = (url, opts) => {
+            if (String(url).startsWith('/get') && first) {
+                first = false;
+                return new Promise((ok) => setTimeout(() => ok(real(url, opts)), 700));
+            }
+            return real(url, opts);
+        };""")
+    results = browser.find_elements(By.CSS_SELECTOR, "#results .result")
+    results[0].click()
+    results[1].click()
+    preview = browser.find_element(By.ID, "preview")
+    wait(browser, lambda d: preview.get_attribute("data-path") == paths(d)[1])
+    time.sleep(1.0)   # the slow first answer has arrived by now, and was dropped
+    assert preview.get_attribute("data-path") == paths(browser)[1]
+    # Esc in a filter box empties that box, not the query.
+    browser.find_element(By.CSS_SELECTOR, "#filters summary").click()
+    tag = browser.find_element(By.ID, "tag")
+    tag.send_keys("reading")
+    wait(browser, lambda d: "tag=reading" in d.current_url)
+    tag.send_keys(Keys.ESCAPE)
+    wait(browser, lambda d: "tag=" not in d.current_url)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "deep work"
+
+
+def test_several_vaults_pick_one_and_preview_from_it(tmp_path, browser):
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import SearchService
+
+    notes = copy_tree(SAMPLE_VAULT, tmp_path / "notes")
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / "kyoto.md").write_text("# Kyoto plan\nBook the tea ceremony in Gion.\n", encoding="utf-8")
+    services = [SearchService(notes, tmp_path / "i1", watch=False, warm=False),
+                SearchService(memory, tmp_path / "i2", watch=False, warm=False)]
+    httpd = VaultHTTPServer(services, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{httpd.server_port}"
+    try:
+        requests_made(browser)   # what earlier pages asked for is theirs
+        browser.get(f"{base}/?q=tea%20ceremony&mode=fts")
+        wait(browser, lambda d: len(paths(d)) == 2)
+        chips = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "#results .chip.vault")}
+        assert chips == {"notes", "memory"}
+        browser.find_elements(By.CSS_SELECTOR, "#results .result")[
+            paths(browser).index("kyoto.md")].click()
+        wait(browser, lambda d: d.find_element(By.ID, "preview").get_attribute("data-path") == "kyoto.md")
+        box = browser.find_element(By.ID, "vault")
+        wait(browser, lambda d: box.is_displayed())
+        Select(box).select_by_visible_text("memory")
+        wait(browser, lambda d: paths(d) == ["kyoto.md"] and "vault=" in d.current_url)
+        wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("1 note · 1 chunk"))
+        urls = requests_made(browser)
+        assert all(u.startswith(base + "/") or u.startswith("data:") for u in urls), urls
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        for service in services:
+            service.close()
+
+
+def test_no_page_of_this_module_asked_outside_127_0_0_1(browser):
+    requests_made(browser)
+    assert SEEN and all(u.startswith("http://127.0.0.1:") or u.startswith("data:") for u in SEEN), SEEN[:5]

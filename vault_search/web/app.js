@@ -252,7 +252,10 @@
   }
 
   // -- status ----------------------------------------------------------------
+  let statusTimer = 0;
+
   async function pollStatus() {
+    clearTimeout(statusTimer);   // one poll at a time, also when the vault changes
     let next = 15000;
     try {
       const s = await getJson("/status", withVault(new URLSearchParams()));
@@ -265,14 +268,15 @@
       }), { notes: 0, chunks: 0, waiting_chunks: 0, model: null, last_sync: null, server: {} });
       const waiting = one.model ? `${one.waiting_chunks} waiting for vectors` : "keyword only";
       const when = one.last_sync ? new Date(one.last_sync.at * 1000).toLocaleTimeString() : "never";
-      statusLine.textContent = `${one.notes} notes · ${one.chunks} chunks · ${waiting} · last sync ${when}`;
+      const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+      statusLine.textContent = `${plural(one.notes, "note")} · ${plural(one.chunks, "chunk")} · ${waiting} · last sync ${when}`;
       statusLine.dataset.waiting = String(one.waiting_chunks);
       if (one.waiting_chunks > 0 || (one.server && one.server.pending_changes > 0)) next = 2000;
     } catch (err) {
       statusLine.textContent = `status: ${err.message || err}`;
       next = 5000;
     }
-    setTimeout(pollStatus, next);
+    statusTimer = setTimeout(pollStatus, next);
   }
 
   function fillVaults(paths) {
@@ -307,7 +311,7 @@
     node.addEventListener("input", (e) => { if (!e.isComposing) schedule(); });
   }
   for (const node of [mode, compare]) node.addEventListener("change", () => { clearTimeout(timer); run(); });
-  vaultBox.addEventListener("change", () => { clearTimeout(timer); loadTags(); run(); });
+  vaultBox.addEventListener("change", () => { clearTimeout(timer); loadTags(); pollStatus(); run(); });
   $("search").addEventListener("submit", (e) => { e.preventDefault(); clearTimeout(timer); run(); });
 
   document.addEventListener("keydown", (e) => {
