@@ -146,6 +146,11 @@ def complete_note_or_folder(ctx, param, incomplete: str) -> list[str]:
     return complete_folder(ctx, param, incomplete) + complete_note(ctx, param, incomplete)
 
 
+def _emit(as_json: bool, data: dict, text) -> None:
+    """``data`` as indented JSON, or ``text()`` for a person."""
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2) if as_json else text())
+
+
 @contextmanager
 def _index_reader(config):
     """A read-only connection to the index, or None when there is none yet."""
@@ -548,10 +553,7 @@ def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
 
     with _open(ctx) as idx:
         texts = idx.multi_get(list(patterns), max_bytes, max_lines)
-    if as_json:
-        click.echo(json.dumps(texts.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        click.echo(render_notes(texts))
+    _emit(as_json, texts.to_dict(), lambda: render_notes(texts))
 
 
 @main.command()
@@ -578,10 +580,7 @@ def similar(ctx, note, text, limit, as_json):
         text = sys.stdin.read()
     with _open(ctx) as idx:
         response = idx.similar(note, text, limit)
-    if as_json:
-        click.echo(json.dumps(response.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        click.echo(render_similar(response))
+    _emit(as_json, response.to_dict(), lambda: render_similar(response))
 
 
 @main.command("log")
@@ -642,10 +641,7 @@ def links(ctx, path, as_json):
 
     with _open(ctx) as idx:
         note_links = idx.links(path)
-    if as_json:
-        click.echo(json.dumps(note_links.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        click.echo(render_links(note_links))
+    _emit(as_json, note_links.to_dict(), lambda: render_links(note_links))
 
 
 @main.command()
@@ -691,10 +687,7 @@ def bench(ctx, file, modes, misses, as_json):
     items = load_items(file)
     with _open(ctx) as idx:
         result = run_bench(idx, items, list(modes) or None, misses)
-    if as_json:
-        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
-    else:
-        click.echo(render(result))
+    _emit(as_json, result, lambda: render(result))
 
 
 @main.command()
@@ -704,7 +697,7 @@ def config(ctx, as_json):
     """Show the settings in effect and where each comes from."""
     from click.core import ParameterSource
 
-    from indexer.store import connect, db_path, get_meta
+    from indexer.store import get_meta
 
     from .settings import effective, render
 
@@ -719,18 +712,10 @@ def config(ctx, as_json):
         sources[name] = (flag if source == ParameterSource.COMMANDLINE else f"environment {env}"
                          if source == ParameterSource.ENVIRONMENT else default)
     conf = _config(ctx)
-    model = None
-    if db_path(conf.index_dir).exists():
-        conn = connect(db_path(conf.index_dir), readonly=True)
-        try:
-            model = get_meta(conn, "embed_model")
-        finally:
-            conn.close()
+    with _index_reader(conf) as conn:
+        model = get_meta(conn, "embed_model") if conn is not None else None
     view = effective(conf, sources["vault"], sources["index_dir"], model)
-    if as_json:
-        click.echo(json.dumps(view.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        click.echo(render(view))
+    _emit(as_json, view.to_dict(), lambda: render(view))
 
 
 @main.command()
@@ -744,10 +729,7 @@ def status(ctx, as_json):
         s = idx.status()
     # The settings file's own problems (an unknown key) come first.
     s.warnings = [{"path": p, "message": m} for p, m in _config(ctx).warnings] + s.warnings
-    if as_json:
-        click.echo(json.dumps(s.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        click.echo(render_status(s))
+    _emit(as_json, s.to_dict(), lambda: render_status(s))
 
 
 def _interval_option(f):
