@@ -55,6 +55,8 @@ QUERIES = [
     ("deploy", "--tag", "project", "--format", "text", "--related"),
     ("--mode=fts", "-n2", '"quoted" AND *'),
     ("nothing-matches-this-zzzz", "--json"),
+    ("drain the node", "--boost", "importance", "--budget-tokens", "120", "--explain", "--last", "36500d"),
+    ("stand-up", "--full", "--json", "--today"),
 ]
 
 
