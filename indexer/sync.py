@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import time
@@ -111,6 +112,17 @@ class _SyncRun:
         if self.progress:
             total = len(self.todo) * 2
             self.progress(min(self.steps, total), total)
+
+
+def _finite(value):
+    """Frontmatter as JSON SQLite reads: a YAML .nan or .inf (no JSON number) becomes its text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def load_segmenter(conn: sqlite3.Connection) -> Segmenter:
@@ -414,7 +426,7 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
         aliases=json.dumps(note.aliases, ensure_ascii=False),
         tags=json.dumps(note.tags, ensure_ascii=False),
         links=json.dumps(note.links, ensure_ascii=False),
-        metadata=json.dumps(note.metadata, ensure_ascii=False, default=str),
+        metadata=json.dumps(_finite(note.metadata), ensure_ascii=False, default=str),
         date=note.date, mtime_ns=item.file.mtime_ns, size=item.file.size, hash=item.hash,
         warnings=json.dumps(note.warnings, ensure_ascii=False), indexed_at=time.time())
     if note_id is None:

@@ -59,6 +59,10 @@ def test_similar_finds_the_near_duplicate_and_never_the_note_itself(shared):
     deep = cli_json(shared, "similar", "Deep Work")
     assert "Notes/Reading/Deep Work.md" not in [r["path"] for r in deep["results"]]
     assert deep["results"][0]["path"] == "memory/2026-11-01.md"   # "Finished two chapters of Deep Work"
+    assert not deep["warnings"]
+    teal = cli_json(shared, "similar", "--text", "My favourite colour of bicycle is teal")
+    assert len(teal["results"]) == 3 and teal["warnings"] == [
+        "nothing clearly like it: the 3 closest notes, all weak matches"]
 
 
 def test_similar_text_reads_before_writing(shared):
@@ -126,14 +130,22 @@ def test_boost_clamps_with_a_warning_and_comes_from_the_settings(tmp_path):
     vault = tmp_path / "v"
     write(vault / "a.md", "---\nimportance: 7\n---\n# A\nzebra crossing\n")
     write(vault / "b.md", "---\nimportance: high\n---\n# B\nzebra stripes\n")
+    write(vault / "c.md", "---\nimportance: .nan\n---\n# C\nzebra herd\n")
+    write(vault / "d.md", "---\nimportance: true\n---\n# D\nzebra finch\n")
+    write(vault / "e.md", '---\nimportance: "NaN"\n---\n# E\nzebra fish\n')
     write(vault / ".vault-search.toml", 'boost = "importance"\n')
     args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
     assert CliRunner().invoke(main, [*args, "index", "--no-embed"]).exit_code == 0
     data = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--json", "--explain"]).stdout)
     ranks = {r["path"]: r for r in data["explain"]["ranks"]}
     assert ranks["a.md"]["boost_value"] == 1.0 and ranks["b.md"]["boost_factor"] == 0.75
+    for path in ("c.md", "d.md", "e.md"):   # .nan, a boolean, "NaN": not numbers, no NaN scores
+        assert ranks[path]["boost_factor"] == 0.75 and ranks[path].get("boost_value") is None, path
     assert any("outside 0..1, clamped: a.md (7)" in w for w in data["warnings"])
-    assert any("not a number, counted as 0.5: b.md" in w for w in data["warnings"])
+    assert any("not a number, counted as 0.5: b.md, c.md, d.md and 1 more" in w for w in data["warnings"])
+    assert all(isinstance(r["score"], float) and r["score"] == r["score"] for r in data["results"])
+    nowhere = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--json", "--boost", "importanse"]).stdout)
+    assert any("no result has this frontmatter field" in w for w in nowhere["warnings"])
     off = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--json", "--explain",
                                                "--boost", "none"]).stdout)
     assert all("boost_factor" not in r for r in off["explain"]["ranks"]) and not off["warnings"]
@@ -201,3 +213,50 @@ def test_timeline_and_today(shared, tmp_path):
     assert [r["path"] for r in found["results"]] == [f"memory/{today}.md"]
     week = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--last", "7d", "--json"]).stdout)
     assert [r["path"] for r in week["results"]] == [f"memory/{today}.md"]
+    bad = CliRunner().invoke(main, [*args, "search", "zebra", "--last", "2020"])
+    assert bad.exit_code == 2 and "--last takes an age like 7d" in bad.output
+    both = CliRunner().invoke(main, [*args, "search", "zebra", "--last", "7d", "--after", "2020-01-01"])
+    assert both.exit_code == 2 and "give one" in both.output
+    # Two entries logged in the same minute stay two entries.
+    write(vault / "memory/2026-01-05.md", "# 2026-01-05\n\n### 09:00 - Alpha\none\n\n### 09:00 - Beta\ntwo\n")
+    CliRunner().invoke(main, [*args, "index", "--no-embed"])
+    same = json.loads(CliRunner().invoke(main, [*args, "ls", "memory", "--timeline", "--after", "2026-01-05",
+                                                "--before", "2026-01-05", "--json"]).stdout)
+    assert [e["title"] for e in same["entries"]] == ["Alpha", "Beta"]
+
+
+def test_a_pack_leaves_out_a_note_edited_since_it_was_indexed(tmp_path):
+    vault = tmp_path / "v"
+    write(vault / "a.md", "# A\n\n## Part\nThe walrus sleeps on the ice.\n")
+    args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
+    CliRunner().invoke(main, [*args, "index", "--no-embed"])
+    first = json.loads(CliRunner().invoke(main, [*args, "search", "walrus", "--budget-tokens", "100", "--json"]).stdout)
+    assert first["token_counter"] == "estimate" and first["results"][0]["text"].endswith("on the ice.")
+    write(vault / "a.md", "# A\n\nnew first lines\nmore\n\n## Part\nThe walrus sleeps on the ice.\n")
+    later = json.loads(CliRunner().invoke(main, [*args, "search", "walrus", "--budget-tokens", "100", "--json",
+                                                 "--no-server"]).stdout)
+    assert later["results"] == [] and any("edited since they were indexed" in w for w in later["warnings"])
+
+
+def test_several_vaults_pack_within_one_budget_and_warm_up_is_not_logged(tmp_path):
+    from vault_search.options import SearchOptions
+    from vault_search.service import SearchService
+    from vault_search.vaults import VaultSet
+
+    services = []
+    for name in ("one", "two"):
+        vault = copy_tree(SAMPLE_VAULT, tmp_path / name)
+        write(vault / ".vault-search.toml", "log_queries = true\n")
+        services.append(SearchService(vault, tmp_path / f"{name}-index", watch=False, embedder=None))
+    vaults = VaultSet(services)
+    try:
+        packed = vaults.search("数据库 索引", SearchOptions(mode="fts", budget_tokens=150))
+        assert {r.vault for r in packed.results} <= {"one", "two"} and packed.tokens <= 150
+        from vault_search.pack import counter
+
+        _, count = counter(services[0].reader)
+        assert sum(count(r.text) for r in packed.results) == packed.tokens and packed.token_budget == 150
+        assert services[0].query_log().entries[0].query == "数据库 索引"   # the search, not the warm-up's
+        assert [e.query for e in services[0].query_log(limit=100).entries] == ["数据库 索引"]
+    finally:
+        vaults.close()

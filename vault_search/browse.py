@@ -270,12 +270,12 @@ def timeline(conn: sqlite3.Connection, folder: str | None = None, after: str | N
         "WHERE c.at IS NOT NULL AND substr(n.path, 1, ?) = ? "
         + (f"AND {dates.sql()[0]} " if dates else "") + "ORDER BY c.at, n.path, c.start_line",
         [len(prefix), prefix, *(dates.sql()[1] if dates else [])]).fetchall()
-    entries: dict[tuple[str, str], TimelineEntry] = {}   # an entry split into chunks is one entry
+    entries: dict[tuple[str, str, str], TimelineEntry] = {}   # an entry split into chunks is one entry
     for at, heading, path, start, end in rows:
-        entry = entries.get((path, at))
+        entry = entries.get((path, at, heading))
         if entry is None:
             title = ENTRY_PREFIX_RE.sub("", heading.rsplit(" > ", 1)[-1] if heading else "")
-            entries[(path, at)] = TimelineEntry(at, title, path, start, end)
+            entries[(path, at, heading)] = TimelineEntry(at, title, path, start, end)
         else:
             entry.start_line, entry.end_line = min(entry.start_line, start), max(entry.end_line, end)
     return Timeline(prefix or "/", list(entries.values()))

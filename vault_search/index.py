@@ -87,11 +87,12 @@ class Index:
 
     # -- reading: vault_search/search.py, graph.py, files.py, status.py -------
     def search(self, query: str, options: SearchOptions | None = None, *,
-               rerank_settings: RerankSettings | None = None, **fields: Any) -> SearchResponse:
+               rerank_settings: RerankSettings | None = None, log: bool = True, **fields: Any) -> SearchResponse:
         """Search the vault (``search.run``): ``options``, or its fields as keywords.
-        With ``log_queries`` set, the search goes into the query log (``querylog``)."""
+        With ``log_queries`` set, the search goes into the query log (``querylog``) unless ``log`` is False
+        (the server's warm-up, the search page's searches as you type)."""
         response = search.run(self, query, SearchOptions.of(options, **fields), rerank_settings)
-        if self.config.log_queries:
+        if self.config.log_queries and log:
             from . import querylog
 
             querylog.record(self.config.index_dir, response)

@@ -141,8 +141,8 @@ def _memory_tools(mcp: Any, call: Callable) -> None:
         """The notes most like a note or a text, the note itself excluded. Call it before writing a memory:
         a result with near_duplicate true already says it (update that note instead of writing another).
         similarity is the cosine of the closest chunk (the same scale for every call; with the default
-        model unrelated notes sit around 0.75-0.8, the same content above 0.9); overlap is the share of
-        the source's key words the note holds."""
+        model unrelated notes of a small vault sit at 0.75-0.87, a restatement of the same content above
+        0.93); overlap is the share of the source's key words the note holds."""
         return call(lambda s: s.similar(note, text, limit, vault).to_dict())
 
     @tool

@@ -38,6 +38,22 @@ class Pack:
     tokens: int
     counter: str
     left_out: int        # hits whose passage did not fit
+    changed: list[str]   # notes edited since they were indexed: their lines may have moved, so left out
+
+
+def unchanged(index: Index, path: str) -> bool:
+    """Whether the file is still what the index read (its line ranges still hold)."""
+    import hashlib
+
+    from .files import resolve_path
+
+    row = index.conn.execute("SELECT hash FROM notes WHERE path = ?", (path,)).fetchone()
+    try:
+        with open(resolve_path(index.config, path), "rb") as fh:
+            data = fh.read(index.config.max_file_bytes + 1)
+    except (OSError, VaultSearchError):
+        return False
+    return row is not None and hashlib.blake2b(data, digest_size=16).hexdigest() == row[0]
 
 
 def counter(index: Index) -> tuple[str, Callable[[str], int]]:
@@ -74,9 +90,13 @@ def pack(index: Index, results: list[SearchResult], budget: int) -> Pack:
     packed: list[SearchResult] = []
     spans: dict[str, list[tuple[int, int]]] = {}
     used = left_out = 0
+    changed: list[str] = []
     for r in results:
         if budget - used < MIN_ROOM:
             left_out += 1
+            continue
+        if not unchanged(index, r.path):
+            changed.append(r.path)
             continue
         choice: str | tuple[int, int, str, int] | None = None
         for start, end in dict.fromkeys([section(index.conn, r.path, r.start_line, r.end_line),
@@ -100,4 +120,4 @@ def pack(index: Index, results: list[SearchResult], budget: int) -> Pack:
         spans.setdefault(r.path, []).append((start, end))
         packed.append(r)
         used += tokens
-    return Pack(packed, used, name, left_out)
+    return Pack(packed, used, name, left_out, changed)

@@ -15,6 +15,7 @@ never changes ``relevance``.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -48,9 +49,19 @@ def field_values(conn: sqlite3.Connection, fused: list[Fused],
     ids = sorted({f.note_id for f in fused})
     if not ids:
         return {}, {}
-    rows = conn.execute(f"SELECT id, path, json_extract(metadata, ?) FROM notes WHERE id IN "
-                        f"({','.join('?' * len(ids))})", [f'$."{field}"', *ids]).fetchall()
-    return {i: value for i, _, value in rows if value is not None}, {i: path for i, path, _ in rows}
+    # Parsed here, not by json_extract: a YAML .nan or .inf is stored as bare NaN or Infinity, which
+    # SQLite's JSON functions refuse for the whole query (Python's json reads them).
+    rows = conn.execute(f"SELECT id, path, metadata FROM notes WHERE id IN ({','.join('?' * len(ids))})",
+                        ids).fetchall()
+    values = {}
+    for note_id, _, metadata in rows:
+        try:
+            data = json.loads(metadata or "{}")
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get(field) is not None:
+            values[note_id] = data[field]
+    return values, {i: path for i, path, _ in rows}
 
 
 def boost(fused: list[Fused], values: dict[int, object], field: str,
@@ -66,14 +77,14 @@ def boost(fused: list[Fused], values: dict[int, object], field: str,
         value: float | None = None
         if isinstance(raw, (int, float)) and not isinstance(raw, bool):
             value = float(raw)
-        elif isinstance(raw, str):
+        elif isinstance(raw, str) and raw.strip():
             try:
-                value = float(json.loads(raw)) if raw.strip() else None
-            except (ValueError, TypeError):
+                value = float(raw)
+            except ValueError:
                 value = None
-            if value is None:
-                unreadable.append(paths.get(f.note_id, "?"))
-        elif raw is not None:
+        if value is not None and not math.isfinite(value):
+            value = None   # NaN or infinite: no number to weigh by
+        if value is None and raw is not None:
             unreadable.append(paths.get(f.note_id, "?"))
         if value is not None and not 0.0 <= value <= 1.0:
             clamped.append(f"{paths.get(f.note_id, '?')} ({value:g})")
@@ -82,6 +93,8 @@ def boost(fused: list[Fused], values: dict[int, object], field: str,
         out.append(replace(f, score=f.score * factor))
         factors[f.note_id] = (value, factor)
     warnings = []
+    if fused and not values:
+        warnings.append(f"--boost {field}: no result has this frontmatter field (every one counted as 0.5)")
     if clamped:
         warnings.append(f"--boost {field}: outside 0..1, clamped: " + _some(clamped))
     if unreadable:

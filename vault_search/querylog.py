@@ -35,6 +35,7 @@ MAX_ENTRIES = 10_000
 TOP_HITS = 5
 FOLLOW_WINDOW_S = 30 * 60
 WEAK = 0.4
+MAX_QUERY_CHARS = 1000   # of a query, what is logged
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS searches (
@@ -87,7 +88,7 @@ def record(index_dir: str | Path, response: SearchResponse) -> None:
             conn.execute("BEGIN IMMEDIATE")
             cur = conn.execute(
                 "INSERT INTO searches (at, query, mode, took_ms, results, best_relevance, top) VALUES (?,?,?,?,?,?,?)",
-                (time.time(), response.query, response.mode, response.took_ms, len(hits),
+                (time.time(), response.query[:MAX_QUERY_CHARS], response.mode, response.took_ms, len(hits),
                  max(relevances) if relevances else None, json.dumps(top, ensure_ascii=False)))
             conn.executemany("INSERT INTO hits VALUES (?, ?)", [(cur.lastrowid, r.path) for r in hits])
             if cur.lastrowid and cur.lastrowid % 100 == 0:   # bounded: the oldest go

@@ -49,7 +49,7 @@ from indexer.segment import WORD_RE, has_han
 from indexer.store import describe_db_error, name_key, vectors_state
 
 from . import priors
-from .filters import CHUNK_DATE_SQL, SearchFilters, Staleness, clean_text
+from .filters import CHUNK_DATE_SQL, RELATIVE_RE, SearchFilters, Staleness, clean_text
 from .fusion import FUSION_DEPTH, KEYWORD_BASE_WEIGHT, RRF_K, Fused, keyword_weight, rrf
 from .keyword import (
     CHUNKS_PER_RESULT,
@@ -175,6 +175,9 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         results = packed.results
         if packed.left_out:
             warnings.append(f"{packed.left_out} more hits did not fit in {options.budget_tokens} tokens")
+        if packed.changed:
+            warnings.append(f"left out, edited since they were indexed (run `vault-search index`): "
+                            f"{', '.join(packed.changed[:3])}")
     trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts) \
         if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
@@ -209,6 +212,8 @@ def prepare(query: str, options: SearchOptions, config: VaultConfig) -> tuple[st
     if options.today or options.last:
         if after or (options.today and options.last):
             raise UsageValueError("--today, --last and --after each set where the dates start; give one")
+        if options.last and not RELATIVE_RE.match(options.last.strip().casefold()):
+            raise UsageValueError(f"--last takes an age like 7d, 2w, 3m or 1y, got {options.last!r}")
         after = "today" if options.today else options.last
         before = before or ("today" if options.today else None)
     filters = SearchFilters.build(options.tags, options.path, after, before, options.where,

@@ -311,7 +311,8 @@ class _Handler(BaseHTTPRequestHandler):
         if render is not None and render not in RENDERED_FORMATS:
             raise UsageValueError(f"render must be one of {', '.join(RENDERED_FORMATS)}")
         color = read_flag(params, "color")
-        response = self.vaults.search(query, options, read_text(params, "vault"), rerank_settings=settings)
+        response = self.vaults.search(query, options, read_text(params, "vault"), rerank_settings=settings,
+                                      log=read_flag(params, "log") if "log" in params else True)
         if render is None:
             return response.to_dict()
         from .render import cli_output
@@ -464,7 +465,7 @@ LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")
 # other parameter is a 400, so a misspelt one is never ignored. The README's
 # endpoint table is checked against this (tests/test_docs.py).
 ENDPOINTS: dict[str, tuple[str, ...]] = {
-    "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color"),
+    "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color", "log"),
     "/get": ("path", "start", "end", "vault"),
     "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines", "vault"),
     "/similar": ("note", "path", "text", "limit", "vault"),

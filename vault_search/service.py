@@ -90,7 +90,7 @@ class SearchService:
             self.writer.segmenter.load()
             try:
                 for query in WARM_QUERIES:
-                    self.reader.search(query, limit=1)
+                    self.reader.search(query, limit=1, log=False)   # not a search anybody made
                 if self.reader.has_vectors():
                     from .translate import available
 
@@ -109,7 +109,7 @@ class SearchService:
                      f", {emb.embedded} chunks embedded, {emb.waiting} waiting" if emb else "")
 
     def search(self, query: str, options: SearchOptions | None = None, *,
-               rerank_settings: RerankSettings | None = None, **fields: Any) -> SearchResponse:
+               rerank_settings: RerankSettings | None = None, log: bool = True, **fields: Any) -> SearchResponse:
         """``Index.search`` on the reader; the faces check the options (``SearchOptions.from_params``)."""
         options = SearchOptions.of(options, **fields)
         if options.rerank:
@@ -119,7 +119,7 @@ class SearchService:
             rerank_settings = dataclasses.replace(settings, while_waiting=self._lock_released)
         with self._lock:
             self.reader.refresh()
-            return self.reader.search(query, options, rerank_settings=rerank_settings)
+            return self.reader.search(query, options, rerank_settings=rerank_settings, log=log)
 
     @contextmanager
     def _lock_released(self) -> Iterator[None]:

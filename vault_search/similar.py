@@ -9,7 +9,7 @@ them. Two lists, fused by reciprocal rank like a search:
   vectors; a draft: embedded as a passage) against every chunk, each note by
   its nearest chunk. ``similarity`` is that cosine: the same scale for every
   source, so it says how close (with the default model, unrelated notes of the
-  sample vault sit at 0.80-0.87, a restatement of the same content above 0.93);
+  sample vault sit at 0.75-0.87, a restatement of the same content above 0.93);
 - words: the source's most distinctive words (the highest tf x idf, up to
   ``KEY_TERMS``) as a keyword query. ``overlap`` is the IDF-weighted share
   of those words the note holds, ``shared`` which ones.
@@ -56,8 +56,8 @@ NEAR_DUPLICATE_COSINE = 0.93
 NEAR_DUPLICATE_OVERLAP = 0.5
 NEAR_DUPLICATE_OVERLAP_ALONE = 0.8
 MAX_LIMIT = 100
-MIN_OVERLAP = 0.1
-MIN_Z = 1.5
+MIN_OVERLAP = 0.05
+MIN_Z = 2.5
 WEAK_GUESSES = 3
 
 

@@ -71,19 +71,22 @@ class VaultSet:
                               f"not {vault}")
 
     def search(self, query: str, options: SearchOptions, vault: str | None = None, *,
-               rerank_settings: RerankSettings | None = None) -> SearchResponse:
+               rerank_settings: RerankSettings | None = None, log: bool = True) -> SearchResponse:
         """One vault's search (exactly its service's answer), or, with several
         vaults and none named, every vault's, merged, each result naming its vault."""
         if vault is not None or not self.several:
-            return self.pick(vault).search(query, options, rerank_settings=rerank_settings)
+            return self.pick(vault).search(query, options, rerank_settings=rerank_settings, log=log)
         t0 = time.perf_counter()
         answers = []
         for service in self.services:
-            response = service.search(query, options, rerank_settings=rerank_settings)
+            response = service.search(query, options, rerank_settings=rerank_settings, log=log)
             for r in response.results:
                 r.vault = service.config.vault_name
             answers.append((service.config.vault_name, response))
-        return merge(answers, options.limit, (time.perf_counter() - t0) * 1000)
+        merged = merge(answers, options.limit, (time.perf_counter() - t0) * 1000)
+        if options.budget_tokens:
+            within_budget(merged, self.services[0], options.budget_tokens)
+        return merged
 
     def get(self, path: str, start: int | None = None, end: int | None = None, vault: str | None = None) -> NoteText:
         return self.pick(vault).get(path, start, end)
@@ -121,6 +124,24 @@ class VaultSet:
     def close(self) -> None:
         for service in self.services:
             service.close()
+
+
+def within_budget(response: SearchResponse, service: SearchService, budget: int) -> None:
+    """Each vault packed its own passages to the whole budget: keep the merged
+    list's passages, in order, while they fit it together (counted again)."""
+    from .pack import counter
+
+    name, count = counter(service.reader)
+    kept, used = [], 0
+    for r in response.results:
+        tokens = count(r.text or "")
+        if used + tokens <= budget:
+            kept.append(r)
+            used += tokens
+    left = len(response.results) - len(kept)
+    if left:
+        response.warnings.append(f"{left} more passages did not fit in {budget} tokens")
+    response.results, response.tokens, response.token_budget, response.token_counter = kept, used, budget, name
 
 
 def check_names(names: list[str]) -> None:

@@ -46,7 +46,8 @@
   }
 
   function params(extra) {
-    const p = withVault(new URLSearchParams({ q: q.value, limit: String(LIMIT), explain: "1", ...extra }));
+    // log=0: searches as you type are not what the query log is for (log_queries)
+    const p = withVault(new URLSearchParams({ q: q.value, limit: String(LIMIT), explain: "1", log: "0", ...extra }));
     for (const [k, el] of Object.entries(filters)) if (el.value.trim()) p.set(k, el.value.trim());
     return p;
   }
