@@ -13,7 +13,8 @@ Points: ``scan`` (after the vault was scanned, before anything is written),
 ``fts-batch`` (after a batch of notes was committed), ``resolve`` (before the
 final transaction: links, deletions, bookkeeping), ``embed-batch`` (after a
 batch of vectors was committed), ``cache-put`` (inside the embedding
-cache's write, before its commit), ``matrix-files`` (after the two matrix
+cache's write, before its commit), ``query-log`` (inside the query log's
+write, before its commit), ``matrix-files`` (after the two matrix
 files were renamed into place, before the db records them), ``matrix-ids``
 (between the two renames), ``read`` (opening a note to read it), ``swap``
 (a rebuild, before it replaces the old index), and ``txn:NAME`` inside every write transaction just before its

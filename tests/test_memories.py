@@ -260,3 +260,27 @@ def test_several_vaults_pack_within_one_budget_and_warm_up_is_not_logged(tmp_pat
         assert [e.query for e in services[0].query_log(limit=100).entries] == ["数据库 索引"]
     finally:
         vaults.close()
+
+
+@pytest.mark.parametrize("action", ["oserror", "interrupt"])
+def test_a_failed_query_log_write_loses_nothing_and_locks_nothing(tmp_path, monkeypatch, action):
+    from indexer import faults
+
+    vault = copy_tree(SAMPLE_VAULT, tmp_path / "v")
+    write(vault / ".vault-search.toml", "log_queries = true\n")
+    with Index.open(vault, tmp_path / "i", create=True) as idx:
+        idx.sync(embed=False)
+        idx.search("tea ceremony", mode="fts")
+        faults.reset()
+        monkeypatch.setenv(faults.ENV, f"query-log={action}")
+        if action == "interrupt":   # Ctrl-C inside the write: it goes up, the write is rolled back
+            with pytest.raises(KeyboardInterrupt):
+                idx.search("deep work", mode="fts")
+        else:                       # a full disk: the search answers anyway
+            assert idx.search("deep work", mode="fts").results
+        monkeypatch.delenv(faults.ENV)
+        idx.search("数据库 索引", mode="fts")            # the log is not locked: this one is written
+        assert [e.query for e in idx.query_log().entries] == ["数据库 索引", "tea ceremony"]
+        write(vault / "Inbox/after.md", "# After\nthe okapi\n")
+        assert idx.sync(embed=False).added == 1             # and the index still takes writes
+        assert [r.path for r in idx.search("okapi", mode="fts").results] == ["Inbox/after.md"]

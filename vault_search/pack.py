@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from indexer.chunk import estimate_tokens
 from indexer.errors import VaultSearchError
 
-from .files import read_note
 from .results import SearchResult
 
 if TYPE_CHECKING:
@@ -41,9 +40,12 @@ class Pack:
     changed: list[str]   # notes edited since they were indexed: their lines may have moved, so left out
 
 
-def unchanged(index: Index, path: str) -> bool:
-    """Whether the file is still what the index read (its line ranges still hold)."""
+def indexed_lines(index: Index, path: str) -> list[str] | None:
+    """The note's lines, read once, when the file is still what the index
+    read (its line ranges still hold); None when it changed or is gone."""
     import hashlib
+
+    from indexer.parse import BinaryNoteError, decode_note, split_lines
 
     from .files import resolve_path
 
@@ -51,9 +53,11 @@ def unchanged(index: Index, path: str) -> bool:
     try:
         with open(resolve_path(index.config, path), "rb") as fh:
             data = fh.read(index.config.max_file_bytes + 1)
-    except (OSError, VaultSearchError):
-        return False
-    return row is not None and hashlib.blake2b(data, digest_size=16).hexdigest() == row[0]
+        if row is None or hashlib.blake2b(data, digest_size=16).hexdigest() != row[0]:
+            return None
+        return split_lines(decode_note(data)[0])
+    except (OSError, VaultSearchError, BinaryNoteError):
+        return None
 
 
 def counter(index: Index) -> tuple[str, Callable[[str], int]]:
@@ -95,7 +99,8 @@ def pack(index: Index, results: list[SearchResult], budget: int) -> Pack:
         if budget - used < MIN_ROOM:
             left_out += 1
             continue
-        if not unchanged(index, r.path):
+        lines = indexed_lines(index, r.path)
+        if lines is None:
             changed.append(r.path)
             continue
         choice: str | tuple[int, int, str, int] | None = None
@@ -104,10 +109,7 @@ def pack(index: Index, results: list[SearchResult], budget: int) -> Pack:
             if any(s <= end and start <= e for s, e in spans.get(r.path, ())):
                 choice = "overlap"
                 break
-            try:
-                text = read_note(index.config, r.path, start, end).text
-            except VaultSearchError:   # deleted or changed since it was indexed
-                break
+            text = "\n".join(lines[start - 1:end])
             tokens = count(text)
             if used + tokens <= budget:
                 choice = (start, end, text, tokens)

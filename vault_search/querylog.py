@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from indexer import faults
+
 if TYPE_CHECKING:
     from .results import SearchResponse
 
@@ -91,6 +93,7 @@ def record(index_dir: str | Path, response: SearchResponse) -> None:
                 (time.time(), response.query[:MAX_QUERY_CHARS], response.mode, response.took_ms, len(hits),
                  max(relevances) if relevances else None, json.dumps(top, ensure_ascii=False)))
             conn.executemany("INSERT INTO hits VALUES (?, ?)", [(cur.lastrowid, r.path) for r in hits])
+            faults.point("query-log")
             if cur.lastrowid and cur.lastrowid % 100 == 0:   # bounded: the oldest go
                 oldest = conn.execute("SELECT id FROM searches ORDER BY id DESC LIMIT 1 OFFSET ?",
                                       (MAX_ENTRIES,)).fetchone()

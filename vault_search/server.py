@@ -603,11 +603,6 @@ class VaultHTTPServer(ThreadingHTTPServer):
         if service is not None:
             self.vaults = VaultSet([service] if isinstance(service, SearchService) else list(service))
 
-    @property
-    def service(self) -> SearchService | None:
-        """The (first) vault's service."""
-        return self.vaults.services[0] if self.vaults else None
-
     def mcp_bridge(self) -> AsgiBridge:
         """The MCP app, started on the first ``/mcp`` request (the SDK takes
         a moment to import; most clients never ask for it)."""
