@@ -339,3 +339,33 @@ def test_a_service_starts_when_its_vectors_are_of_an_older_model(vault, index_di
         assert service.reader.segmenter.jieba_loaded and service.search("tea", mode="fts").results
     finally:
         service.close()
+
+
+def test_the_vector_list_names_notes_by_array_and_drops_chunks_deleted_since(vault, index_dir):
+    """nearest_notes (the query path) gives what the per-chunk path gives, and a
+    chunk another connection deleted after the matrix was written is dropped."""
+    from vault_search.keyword import best_per_note
+    from vault_search.search import query_vector
+    from vault_search.vector import nearest_notes, vector_hits
+
+    emb = HashEmbedder(64)
+    with open_index(vault, index_dir, emb) as idx:
+        idx.sync()
+        vectors = idx.vectors()
+        for query in ["数据库 索引", "tea ceremony", "k3s upgrade"]:
+            qvec = query_vector(emb, query)
+            for allowed in (None, vectors.ids[::2]):
+                slow = best_per_note(vector_hits(idx.chunk_notes(), vectors.top_chunks(qvec, 40, allowed)), 5)
+                fast = nearest_notes(vectors, idx.chunk_notes(), qvec, 40, 5, allowed)
+                assert [(h.chunk_id, h.note_id, h.rank, h.score, h.z) for h in fast] == \
+                       [(h.chunk_id, h.note_id, h.rank, h.score, h.z) for h in slow]
+        qvec = query_vector(emb, "数据库 索引")
+        first = nearest_notes(vectors, idx.chunk_notes(), qvec, 40, 5)[0]
+        # Another connection deletes the best chunk (as a writer would before re-embedding).
+        other = sqlite3.connect(index_dir / "index.db")
+        other.execute("DELETE FROM chunks WHERE id = ?", (first.chunk_id,))
+        other.commit()
+        other.close()
+        after = nearest_notes(idx.vectors(), idx.chunk_notes(), qvec, 40, 5)
+        assert first.chunk_id not in {h.chunk_id for h in after}
+        assert [h.rank for h in after] == sorted(h.rank for h in after) and after[0].rank == 1

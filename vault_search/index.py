@@ -38,6 +38,8 @@ class Index:
         self.writer = writer if writer is not None else IndexWriter(config, conn, embedder)
         self._vectors = None
         self._vectors_key: tuple | None = None
+        self._chunk_notes = None
+        self._chunk_notes_key: tuple | None = None
 
     # -- lifecycle and writing: indexer/writer.py -------------------------
     @classmethod
@@ -182,6 +184,19 @@ class Index:
             self._vectors = VectorIndex.load(self.conn, self.config.index_dir, embedder.fingerprint, embedder.dim)
             self._vectors_key = key
         return self._vectors
+
+    def chunk_notes(self):
+        """Each chunk's note (``vector.ChunkNotes``), read again whenever the
+        index may have changed: a commit by another connection changes
+        ``PRAGMA data_version``, one by this connection its ``total_changes``."""
+        from .vector import ChunkNotes
+
+        conn = self.conn
+        key = (self.writer.generation, conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        if self._chunk_notes is None or self._chunk_notes_key != key:
+            self._chunk_notes = ChunkNotes.load(conn)
+            self._chunk_notes_key = key
+        return self._chunk_notes
 
     def obsidian_uri(self, path: str) -> str:
         return search.obsidian_uri(self.config.vault_name, path)

@@ -39,6 +39,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -93,6 +94,9 @@ TITLE_SIMILARITY = 0.5
 TITLE_WEIGHT = 1.0
 # A longer query is a sentence, not a (misremembered) name: no title list.
 MAX_NAME_WORDS = 8
+# Names whose n-grams are remembered (a few MB): the notes a title list looks
+# at recur from query to query (the same neighbourhoods, an agent's retries).
+NAME_GRAMS_CACHE = 8192
 
 Pair = tuple[Fused, SearchResult]   # a result and how it was ranked
 
@@ -251,7 +255,7 @@ def keyword_list(conn: sqlite3.Connection, fq: FtsQuery, filters: SearchFilters,
 def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) -> tuple[list[ChunkHit], str | None]:
     """Stage 3: the ``depth`` notes nearest the query's embedding, each by its best
     chunk, and a warning when the matrix file could not be used."""
-    from .vector import allowed_chunk_ids, vector_hits
+    from .vector import allowed_chunk_ids, nearest_notes
 
     vectors = index.vectors()
     warning = None
@@ -262,8 +266,7 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) ->
         where, params = filters.sql()
         allowed = allowed_chunk_ids(index.conn, where, params)
     qvec = query_vector(index.embedder, query[:MAX_QUERY_CHARS])
-    top = vectors.top_chunks(qvec, _chunk_depth(depth), allowed)
-    return best_per_note(vector_hits(index.conn, top), depth), warning
+    return nearest_notes(vectors, index.chunk_notes(), qvec, _chunk_depth(depth), depth, allowed), warning
 
 
 @dataclass(frozen=True)
@@ -305,13 +308,18 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
     return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources)
 
 
-def grams(text: str) -> set[str]:
+def grams(text: str) -> frozenset[str]:
     """Character trigrams of a name (bigrams of Han text, whose words are
     one or two characters), over its words with the spaces between them."""
+    return _grams(text)
+
+
+@lru_cache(maxsize=NAME_GRAMS_CACHE)
+def _grams(text: str) -> frozenset[str]:
     key = " ".join(WORD_RE.findall(name_key(text)))
     n = 2 if has_han(key) else 3
     padded = f" {key} "
-    return {padded[i:i + n] for i in range(len(padded) - n + 1)} if key else set()
+    return frozenset(padded[i:i + n] for i in range(len(padded) - n + 1)) if key else frozenset()
 
 
 def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[ChunkHit]],

@@ -125,7 +125,8 @@ def similar(index: Index, note: str | None = None, text: str | None = None, limi
             from .vector import vector_hits
 
             top = index.vectors().top_chunks(vector, DEPTH)
-            lists["vector"] = best_per_note([h for h in vector_hits(conn, top) if h.note_id != source_id], DEPTH)
+            hits = vector_hits(index.chunk_notes(), top)
+            lists["vector"] = best_per_note([h for h in hits if h.note_id != source_id], DEPTH)
     fused = rrf(lists)[:max(limit, WEAK_GUESSES) * 3]
     owned = note_terms(conn, [f.note_id for f in fused], terms)
     total = sum(weights.values()) or 1.0

@@ -75,22 +75,72 @@ class VectorIndex:
         return VectorTop([(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])], mean, std)
 
 
-def vector_hits(conn: sqlite3.Connection, top: VectorTop) -> list[ChunkHit]:
+class ChunkNotes:
+    """Every chunk's note, as two arrays sorted by chunk id: the vector list
+    names the notes of a query's nearest chunks by array lookup instead of
+    asking SQLite for 2,000 rows each query (``Index.chunk_notes`` keeps one
+    per committed state of the index). A chunk id missing here has been
+    deleted since the matrix was written: its row is dropped."""
+
+    def __init__(self, chunk_ids: np.ndarray, note_ids: np.ndarray):
+        self.chunk_ids = chunk_ids
+        self.note_ids = note_ids
+
+    @classmethod
+    def load(cls, conn: sqlite3.Connection) -> "ChunkNotes":
+        rows = conn.execute("SELECT id, note_id FROM chunks ORDER BY id").fetchall()
+        pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
+        return cls(np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]))
+
+    def notes_of(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """The note of each chunk id, -1 for a chunk that is gone."""
+        if len(self.chunk_ids) == 0:
+            return np.full(len(chunk_ids), -1, dtype=np.int64)
+        at = np.searchsorted(self.chunk_ids, chunk_ids)
+        at = np.minimum(at, len(self.chunk_ids) - 1)
+        return np.where(self.chunk_ids[at] == chunk_ids, self.note_ids[at], -1)
+
+
+def vector_hits(chunk_notes: ChunkNotes, top: VectorTop) -> list[ChunkHit]:
     """Chunk hits with their note ids and z; rows whose chunk is gone are dropped."""
     if not top.pairs:
         return []
-    ids = [cid for cid, _ in top.pairs]
-    note_of: dict[int, int] = {}
-    for i in range(0, len(ids), 900):
-        part = ids[i:i + 900]
-        note_of.update(conn.execute(
-            f"SELECT id, note_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
+    ids = np.fromiter((cid for cid, _ in top.pairs), dtype=np.int64, count=len(top.pairs))
+    notes = chunk_notes.notes_of(ids)
     hits, rank = [], 0
     for i, (cid, score) in enumerate(top.pairs):
-        if cid in note_of:
+        if notes[i] >= 0:
             rank += 1
-            hits.append(ChunkHit(cid, note_of[cid], score, rank, z=top.z(i)))
+            hits.append(ChunkHit(cid, int(notes[i]), score, rank, z=top.z(i)))
     return hits
+
+
+def nearest_notes(vectors: VectorIndex, chunk_notes: ChunkNotes, query: np.ndarray, chunk_depth: int,
+                  note_depth: int, allowed: np.ndarray | None = None) -> list[ChunkHit]:
+    """The ``note_depth`` notes whose chunks are nearest ``query``, each by its
+    best chunk among the ``chunk_depth`` nearest: what ``best_per_note`` of
+    ``vector_hits`` gives (same ranks and z), computed on arrays so that a
+    query builds a hit for the notes it returns only."""
+    ids = vectors.ids
+    if len(ids) == 0 or note_depth <= 0:
+        return []
+    scores = vectors.matrix @ np.asarray(query, dtype=np.float32)
+    mean, std = float(scores.mean()), float(scores.std())
+    if allowed is not None:
+        scores = np.where(np.isin(ids, allowed), scores, -np.inf)
+    depth = min(chunk_depth, len(scores))
+    top = np.argpartition(-scores, depth - 1)[:depth]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    top = top[np.isfinite(scores[top])]
+    notes = chunk_notes.notes_of(ids[top])
+    kept = notes >= 0
+    ranks = np.cumsum(kept)          # rank among the chunks that still exist
+    where = np.flatnonzero(kept)
+    _, first = np.unique(notes[where], return_index=True)
+    chosen = where[np.sort(first)][:note_depth]
+    z = (scores[top[chosen]].astype(np.float64) - mean) / std if std > 0 else np.zeros(len(chosen))
+    return [ChunkHit(int(ids[top[i]]), int(notes[i]), float(scores[top[i]]), int(ranks[i]), z=float(zi))
+            for i, zi in zip(chosen, z)]
 
 
 def allowed_chunk_ids(conn: sqlite3.Connection, where: str, params: list) -> np.ndarray:
