@@ -35,6 +35,7 @@ RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # A file that could not be read just now (EACCES, EIO, EMFILE) is listed as
 # skipped with a reason starting so, and read again at every sync until it works.
 RETRY_REASON = "cannot read"
+VANISHED = "vanished while indexing; will be picked up if it comes back"
 CHUNKER_VERSION = f"5/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
 
 Progress = Callable[[int, int], None]
@@ -328,6 +329,17 @@ def _write_batches(run: _SyncRun) -> None:
         faults.point("fts-batch")
 
 
+def _read_again(run: _SyncRun, item: _Pending, warn) -> ParsedNote | None:
+    """Pass 2: a note past the parse buffer, read and parsed again; None
+    (with a warning) when it can no longer be read. What pass 1 said about
+    its content (invalid UTF-8) is not said twice."""
+    result = _read(item.file, run.config, lambda path, message: None)
+    if isinstance(result, str):
+        warn(item.file.path, VANISHED if result == "vanished" else result)
+        return None
+    return parse_note(item.file.path, result[1])
+
+
 def _batch_rows(run: _SyncRun, batch: range) -> list:
     """One batch's notes, each with its FTS and chunk rows (in this process)."""
     rows = []
@@ -336,10 +348,9 @@ def _batch_rows(run: _SyncRun, batch: range) -> list:
         item = run.pending[i]
         note = item.note
         if note is None:
-            result = _read(item.file, run.config, run.warn)
-            if isinstance(result, str):
+            note = _read_again(run, item, run.warn)
+            if note is None:
                 continue
-            note = parse_note(item.file.path, result[1])
         rows.append((item, note, _note_rows(note, run.segmenter, run.chunking)))
     return rows
 
@@ -393,6 +404,7 @@ def _in_workers(run: _SyncRun, task: Callable[[range], list], batches: list[rang
     import multiprocessing
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     global _worker_run
     _worker_run = run   # inherited by the workers, forked at the first submit
@@ -402,18 +414,32 @@ def _in_workers(run: _SyncRun, task: Callable[[range], list], batches: list[rang
         waiting: deque = deque()
         todo = iter(batches)
         for batch in todo:
-            waiting.append(pool.submit(task, batch))
+            waiting.append(_submit(pool, task, batch))
             if len(waiting) >= 2 * workers:
                 break
         while waiting:
-            done = waiting.popleft().result()
+            future = waiting.popleft()
+            try:
+                done = future.result()
+            except BrokenProcessPool as exc:
+                # A worker died (the OOM killer, a signal): this process does the rest.
+                run.warn("", f"a worker process stopped ({exc}); indexing the rest in this process")
+                for batch in [*(w.batch for w in [future, *waiting]), *todo]:
+                    yield task(batch)
+                return
             nxt = next(todo, None)
             if nxt is not None:
-                waiting.append(pool.submit(task, nxt))
+                waiting.append(_submit(pool, task, nxt))
             yield done
     finally:
         _worker_run = None
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _submit(pool, task: Callable[[range], list], batch: range):
+    future = pool.submit(task, batch)
+    future.batch = batch   # what to redo here if the pool breaks
+    return future
 
 
 def _parallel_rows(run: _SyncRun, batches: list[range], workers: int):
@@ -457,17 +483,16 @@ def _worker_rows(batch: range) -> list:
     be parsed again here, its rows or None when it could not be read, warnings)."""
     run = _worker_run
     assert run is not None
-    out = []
+    out: list[tuple] = []
     for i in batch:
         item = run.pending[i]
         warnings: list[tuple[str, str]] = []
         note, parsed = item.note, None
         if note is None:
-            result = _read(item.file, run.config, lambda path, message, into=warnings: into.append((path, message)))
-            if isinstance(result, str):
+            note = parsed = _read_again(run, item, lambda path, message, into=warnings: into.append((path, message)))
+            if note is None:
                 out.append((i, None, None, warnings))
                 continue
-            note = parsed = parse_note(item.file.path, result[1])
         rows = _note_rows(note, run.segmenter, run.chunking)
         # The writer needs the note's fields, not its lines.
         out.append((i, replace(parsed, lines=[], headings=[]) if parsed else None, rows, warnings))
@@ -539,7 +564,7 @@ def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
             data = fh.read(config.max_file_bytes + 1)
     except OSError as exc:
         if gone(exc):
-            warn(f.path, "vanished while indexing; will be picked up if it comes back")
+            warn(f.path, VANISHED)
             return "vanished"
         reason = (f"{RETRY_REASON} ({exc.strerror}); vault-search tries again at the next sync, and a note "
                   "indexed before keeps its last version meanwhile")
