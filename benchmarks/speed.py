@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from indexer.embed import HashEmbedder
 from vault_search import Index
 
 from .metrics import percentile
@@ -57,17 +58,72 @@ SCALE_DIM = 384
 
 def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """Run a process to completion: (seconds, its peak RSS in MB)."""
+    elapsed, rss, _ = run_measured_tree(cmd, env)
+    return elapsed, rss
+
+
+def run_measured_tree(cmd: list[str], env: dict | None = None) -> tuple[float, float, dict]:
+    """Run a process to completion: (seconds, the peak RSS of its largest
+    process in MB, and the peaks of the whole process tree summed, sampled
+    every 0.1 s: ``rss_mb`` and ``pss_mb``, which splits pages the workers
+    of a sync share with their parent (they are forks) instead of counting
+    them once per process)."""
+    import threading
+
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peaks = {"rss_mb": 0.0, "pss_mb": 0.0, "processes": 1}
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.1):
+            tree = _process_tree(proc.pid)
+            peaks["processes"] = max(peaks["processes"], len(tree))
+            peaks["rss_mb"] = max(peaks["rss_mb"], sum(_memory_kb(pid, "status", "VmRSS:") for pid in tree) / 1024)
+            peaks["pss_mb"] = max(peaks["pss_mb"], sum(_memory_kb(pid, "smaps_rollup", "Pss:") for pid in tree) / 1024)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    err = proc.stderr.read().decode("utf-8", "replace")   # drains it while the process runs
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t0
-    err = proc.stderr.read().decode("utf-8", "replace")
-    proc.stdout.close()
+    done.set()
+    sampler.join()
     proc.stderr.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({proc.returncode}): {err.strip()[-500:]}")
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, usage.ru_maxrss / 1024, {k: round(v, 1) for k, v in peaks.items()}
+
+
+def _process_tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc (empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def _memory_kb(pid: int, file: str, field: str) -> int:
+    try:
+        with open(f"/proc/{pid}/{file}") as fh:
+            for line in fh:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def timed(cmd: list[str], env: dict | None = None) -> float:
@@ -88,6 +144,10 @@ def _ms(values: list[float]) -> dict:
 
 
 def warm_latency(idx: Index, modes: list[str], rounds: int = 3) -> dict:
+    """Per mode, p50/p95 over ``rounds`` rounds of the 20 queries, and the
+    p50 of the first round apart (``first_p50``: queries this process has not
+    seen) from the later ones (``repeat_p50``: what the per-process caches of
+    query embeddings and name n-grams save an agent that asks again)."""
     idx.search("预热 warm-up", mode=modes[0])
     out = {}
     for mode in modes:
@@ -97,7 +157,9 @@ def warm_latency(idx: Index, modes: list[str], rounds: int = 3) -> dict:
                 t0 = time.perf_counter()
                 idx.search(q, mode=mode, limit=10)
                 times.append((time.perf_counter() - t0) * 1000)
-        out[mode] = _ms(times)
+        first = len(ZH_QUERIES + EN_QUERIES)
+        out[mode] = {**_ms(times), "first_p50": round(percentile(times[:first], 50), 2),
+                     "repeat_p50": round(percentile(times[first:], 50), 2) if rounds > 1 else None}
     return out
 
 
@@ -156,6 +218,24 @@ def model_costs(vault: Path, sample: int = 64) -> dict:
             "query_embedding_ms": _ms(times)}
 
 
+class ModelCostEmbedder(HashEmbedder):
+    """The hash embedder's vectors (those the growth study's matrix holds) at
+    the default model's cost: each query is embedded by the model too, so a
+    warm hybrid timing includes a real query embedding, and the per-process
+    cache of query vectors saves it on a repeat, as it does in use."""
+
+    def __init__(self, dim: int):
+        from indexer.embed import get_embedder
+
+        super().__init__(dim)
+        self.model = get_embedder(None)
+        self.model.embed_query("warm-up")
+
+    def embed_query(self, text: str):
+        self.model.embed_query(text)
+        return super().embed_query(text)
+
+
 class Server:
     """`vault-search serve --no-watch` for the duration of a block."""
 
@@ -183,7 +263,7 @@ def measure_vault(vault: Path, index: Path, repeat: int, model: str | None, serv
     """Keyword index timings and query latency for one vault."""
     base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
     notes = sum(1 for _ in vault.rglob("*.md"))
-    full_s, full_rss = run_measured(base + ["index", "--no-embed"] + (["--model", model] if model else []))
+    full_s, full_rss, tree = run_measured_tree(base + ["index", "--no-embed"] + (["--model", model] if model else []))
     noop_best, noop_median = best_of(repeat, base + ["index", "--no-embed"])
     change = change or min(vault.rglob("*.md"))
     original = change.read_text(encoding="utf-8")
@@ -200,6 +280,7 @@ def measure_vault(vault: Path, index: Path, repeat: int, model: str | None, serv
         "notes": notes, "chunks": chunks, "vault_mb": round(dir_bytes(vault) / 1048576, 1),
         "full_index_s": round(full_s, 2), "notes_per_s": round(notes / full_s, 1),
         "chunks_per_s": round(chunks / full_s, 1), "index_peak_rss_mb": round(full_rss, 1),
+        "index_tree_peak": tree,
         "noop_index_s": {"best": round(noop_best, 3), "median": round(noop_median, 3)},
         "one_note_changed_index_s": round(statistics.median(single), 3),
         "index_mb": round(dir_bytes(index) / 1048576, 1),
@@ -236,6 +317,12 @@ def growth(sizes: list[int], work: Path, repeat: int) -> list[dict]:
                                                "--model", f"hash:{SCALE_DIM}"])
             with Index.open(vault, index) as idx:
                 point["warm_ms"].update(warm_latency(idx, ["vector", "hybrid"]))
+            # The same hybrid queries paying the default model's query embedding.
+            from vault_search import search
+
+            search._query_vectors.clear()
+            with Index.open(vault, index, embedder=ModelCostEmbedder(SCALE_DIM)) as idx:
+                point["warm_ms"]["hybrid_model"] = warm_latency(idx, ["hybrid"])["hybrid"]
             point["hash_embedding_pass_s"] = round(embed_s, 2)
             point["embedding_pass_peak_rss_mb"] = round(embed_rss, 1)
             point["index_with_vectors_mb"] = round(dir_bytes(index) / 1048576, 1)
@@ -247,16 +334,22 @@ def growth(sizes: list[int], work: Path, repeat: int) -> list[dict]:
 def growth_markdown(data: dict) -> list[str]:
     sections = []
     if data.get("growth"):
-        header = ["notes", "chunks", "vault MB", "full index s", "notes/s", "peak RSS MB", "no-change s",
-                  "one change s", "index MB (+vectors)", "fts warm p50/p95 ms", "vector p50 ms", "hybrid p50 ms",
+        header = ["notes", "chunks", "vault MB", "full index s", "notes/s", "peak RSS MB (largest process)",
+                  "peak RSS / PSS MB (all processes)", "no-change s", "one change s", "index MB (+vectors)",
+                  "fts warm p50/p95 ms", "vector p50 ms", "hybrid p50 ms (first / repeated)",
+                  "hybrid + model query embedding p50 ms (first / repeated)",
                   "CLI cold en/zh s", "CLI via server en/zh s"]
         rows = []
         for p in data["growth"]:
             w = p["warm_ms"]
+            tree = p.get("index_tree_peak", {})
             rows.append([f"{p['notes']:,}", f"{p['chunks']:,}", p["vault_mb"], p["full_index_s"], p["notes_per_s"],
-                         p["index_peak_rss_mb"], p["noop_index_s"]["median"], p["one_note_changed_index_s"],
+                         p["index_peak_rss_mb"], f"{tree.get('rss_mb', '-')} / {tree.get('pss_mb', '-')}",
+                         p["noop_index_s"]["median"], p["one_note_changed_index_s"],
                          f"{p['index_mb']} ({p['index_with_vectors_mb']})",
-                         f"{w['fts']['p50']} / {w['fts']['p95']}", w["vector"]["p50"], w["hybrid"]["p50"],
+                         f"{w['fts']['p50']} / {w['fts']['p95']}", w["vector"]["p50"],
+                         f"{w['hybrid']['p50']} ({w['hybrid'].get('first_p50')} / {w['hybrid'].get('repeat_p50')})",
+                         _first_repeat(w.get("hybrid_model")),
                          f"{p['cli_cold_s']['en']} / {p['cli_cold_s']['zh']}",
                          f"{p['cli_via_server_s']['en']} / {p['cli_via_server_s']['zh']}"])
         sections.append("Vaults of real text sampled from ../shared/eval (benchmarks/synth.py). Vector and hybrid "
@@ -273,6 +366,10 @@ def growth_markdown(data: dict) -> list[str]:
         sections.append(f"Exact vector search over synthetic unit vectors (dim {SCALE_DIM}):\n\n"
                         + md_table(["rows", "matrix MB", "load s", "top-200 p50 ms", "p95 ms"], rows))
     return sections
+
+
+def _first_repeat(w: dict | None) -> str:
+    return f"{w['p50']} ({w['first_p50']} / {w['repeat_p50']})" if w else "-"
 
 
 def growth_charts(data: dict) -> list:
