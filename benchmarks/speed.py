@@ -148,9 +148,14 @@ def warm_latency(idx: Index, modes: list[str], rounds: int = 3) -> dict:
     p50 of the first round apart (``first_p50``: queries this process has not
     seen) from the later ones (``repeat_p50``: what the per-process caches of
     query embeddings and name n-grams save an agent that asks again)."""
+    from vault_search import search
+
     idx.search("预热 warm-up", mode=modes[0])
     out = {}
     for mode in modes:
+        # New to the process in the first round: no query vector or name n-grams remembered.
+        search._query_vectors.clear()
+        search._name_grams.cache_clear()
         times = []
         for _ in range(rounds):
             for q in ZH_QUERIES + EN_QUERIES:
@@ -318,9 +323,6 @@ def growth(sizes: list[int], work: Path, repeat: int) -> list[dict]:
             with Index.open(vault, index) as idx:
                 point["warm_ms"].update(warm_latency(idx, ["vector", "hybrid"]))
             # The same hybrid queries paying the default model's query embedding.
-            from vault_search import search
-
-            search._query_vectors.clear()
             with Index.open(vault, index, embedder=ModelCostEmbedder(SCALE_DIM)) as idx:
                 point["warm_ms"]["hybrid_model"] = warm_latency(idx, ["hybrid"])["hybrid"]
             point["hash_embedding_pass_s"] = round(embed_s, 2)

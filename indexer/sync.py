@@ -14,6 +14,7 @@ import math
 import os
 import sqlite3
 import time
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -222,16 +223,24 @@ def _read_changed(run: _SyncRun) -> set[str]:
     for jieba, collected first so every chunk is segmented with the full
     dictionary. Many notes are read in worker processes (``_in_workers``),
     in order, with the same outcome."""
-    buffered = 0
     words: set[str] = set()
     batches = [range(start, min(start + BATCH_NOTES, len(run.todo)))
                for start in range(0, len(run.todo), BATCH_NOTES)]
     workers = sync_workers(len(run.todo))
     examined = _in_workers(run, _worker_examine, batches, workers) if workers else _examine_here(run)
+    with closing(examined):
+        _record_examined(run, examined, bool(workers), words)
+    return words
+
+
+def _record_examined(run: _SyncRun, examined, counted_here: bool, words: set[str]) -> None:
+    """Pass 1's outcomes, in order, into the run: skips, touches, pending notes
+    (the first PARSE_BUFFER_BYTES of them parsed), and the names for jieba."""
+    buffered = 0
     for results in examined:
         for i, (outcome, warnings) in results:
             f = run.todo[i]
-            if workers:
+            if counted_here:
                 run.step()
             for message in warnings:
                 run.warn(f.path, message)
@@ -249,7 +258,6 @@ def _read_changed(run: _SyncRun) -> set[str]:
             keep = note is not None and buffered + text_bytes <= PARSE_BUFFER_BYTES
             buffered += text_bytes if keep else 0
             run.pending.append(_Pending(f, data_hash, note if keep else None, text_bytes))
-    return words
 
 
 def _examine_here(run: _SyncRun):
@@ -311,11 +319,19 @@ def _write_batches(run: _SyncRun) -> None:
     chunking and segmenting (most of an index's time) run in worker processes
     when there are many notes and several cores (``_parallel_rows``); the
     writing stays here, in order, so the result is the same either way."""
-    conn, report = run.conn, run.report
     batches = [range(start, min(start + BATCH_NOTES, len(run.pending)))
                for start in range(0, len(run.pending), BATCH_NOTES)]
     workers = sync_workers(len(run.pending))
+    if workers:
+        run.segmenter.load()   # once, here, for the workers to share (else each loads its own)
     batch_rows = _parallel_rows(run, batches, workers) if workers else (_batch_rows(run, b) for b in batches)
+    with closing(batch_rows):
+        _write_rows(run, batch_rows)
+
+
+def _write_rows(run: _SyncRun, batch_rows) -> None:
+    """Each batch's notes in one transaction, in order."""
+    conn, report = run.conn, run.report
     for rows in batch_rows:
         with transaction(conn, "notes"):
             for item, note, (fts_meta, chunk_rows) in rows:
@@ -337,15 +353,17 @@ def _write_batches(run: _SyncRun) -> None:
         faults.point("fts-batch")
 
 
-def _read_again(run: _SyncRun, item: _Pending, warn) -> ParsedNote | None:
-    """Pass 2: a note past the parse buffer, read and parsed again; None
-    (with a warning) when it can no longer be read. What pass 1 said about
-    its content (invalid UTF-8) is not said twice."""
+def _read_again(run: _SyncRun, item: _Pending, warn) -> tuple[str, ParsedNote] | None:
+    """Pass 2: a note past the parse buffer, read and parsed again, with the
+    hash of what was read now (edited since pass 1, it is written as it is
+    now; its mtime, the scan's, makes the next sync look again); None (with a
+    warning) when it can no longer be read. What pass 1 said about its content
+    (invalid UTF-8) is not said twice."""
     result = _read(item.file, run.config, lambda path, message: None)
     if isinstance(result, str):
         warn(item.file.path, VANISHED if result == "vanished" else result)
         return None
-    return parse_note(item.file.path, result[1])
+    return result[0], parse_note(item.file.path, result[1])
 
 
 def _batch_rows(run: _SyncRun, batch: range) -> list:
@@ -356,9 +374,10 @@ def _batch_rows(run: _SyncRun, batch: range) -> list:
         item = run.pending[i]
         note = item.note
         if note is None:
-            note = _read_again(run, item, run.warn)
-            if note is None:
+            again = _read_again(run, item, run.warn)
+            if again is None:
                 continue
+            item, note = replace(item, hash=again[0]), again[1]
         rows.append((item, note, _note_rows(note, run.segmenter, run.chunking)))
     return rows
 
@@ -408,7 +427,10 @@ def _in_workers(run: _SyncRun, task: Callable[[range], list], batches: list[rang
     """``task(batch)`` for each batch, in order, computed by ``workers`` forked
     processes; at most two batches per worker wait to be taken, so memory
     stays bounded however fast they are. An error in a worker is raised here
-    (an unreadable file is not one: it comes back as a warning)."""
+    (an unreadable file is not one: it comes back as a warning). If the pool
+    breaks (a worker killed), this process does the batches not yet handed on.
+    The caller closes the generator when it stops early (``closing``), so the
+    pool never outlives the sync."""
     import multiprocessing
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
@@ -417,58 +439,81 @@ def _in_workers(run: _SyncRun, task: Callable[[range], list], batches: list[rang
     global _worker_run
     _worker_run = run   # inherited by the workers, forked at the first submit
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_start)
+                               initializer=_worker_start, initargs=(os.getpid(),))
+    handed = 0   # batches[:handed] are yielded
     try:
         waiting: deque = deque()
-        todo = iter(batches)
-        for batch in todo:
-            waiting.append(_submit(pool, task, batch))
-            if len(waiting) >= 2 * workers:
-                break
-        while waiting:
-            future = waiting.popleft()
-            try:
-                done = future.result()
-            except BrokenProcessPool as exc:
-                # A worker died (the OOM killer, a signal): this process does the rest.
-                run.warn("", f"a worker process stopped ({exc}); indexing the rest in this process")
-                for batch in [*(w.batch for w in [future, *waiting]), *todo]:
-                    yield task(batch)
-                return
-            nxt = next(todo, None)
-            if nxt is not None:
-                waiting.append(_submit(pool, task, nxt))
-            yield done
+        submitted = 0
+        try:
+            while handed < len(batches):
+                while submitted < len(batches) and len(waiting) < 2 * workers:
+                    waiting.append(pool.submit(task, batches[submitted]))
+                    submitted += 1
+                done = waiting.popleft().result()
+                yield done
+                handed += 1
+        except BrokenProcessPool as exc:
+            # A worker died (the OOM killer, a signal): this process does the rest.
+            run.warn("", f"a worker process stopped ({exc}); indexing the rest in this process")
+            for batch in batches[handed:]:
+                yield task(batch)
     finally:
         _worker_run = None
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _submit(pool, task: Callable[[range], list], batch: range):
-    future = pool.submit(task, batch)
-    future.batch = batch   # what to redo here if the pool breaks
-    return future
-
-
 def _parallel_rows(run: _SyncRun, batches: list[range], workers: int):
     """``_batch_rows`` of each batch, computed in worker processes."""
-    for done in _in_workers(run, _worker_rows, batches, workers):
-        rows = []
-        for i, note, note_rows, warnings in done:
-            run.step()
-            for path, message in warnings:
-                run.warn(path, message)
-            if note_rows is not None:
-                item = run.pending[i]
-                rows.append((item, item.note if note is None else note, note_rows))
-        yield rows
+    with closing(_in_workers(run, _worker_rows, batches, workers)) as results:
+        for done in results:
+            rows = []
+            for i, note, note_rows, warnings in done:
+                run.step()
+                for path, message in warnings:
+                    run.warn(path, message)
+                if note_rows is not None:
+                    item = run.pending[i]
+                    if note is not None:   # parsed again there: what was read then is written
+                        item = replace(item, hash=note[0])
+                        note = note[1]
+                    rows.append((item, item.note if note is None else note, note_rows))
+            yield rows
 
 
-def _worker_start() -> None:
+def _worker_start(parent: int) -> None:
+    """A worker dies with the sync that forked it: killed with it (a power
+    cut, the OOM killer, SIGTERM), it would otherwise wait on its queue
+    forever, holding the index's lock files it inherited."""
     import signal
 
     # Ctrl-C reaches the whole process group: the parent alone stops the sync.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with(parent)
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when ``parent`` ends (Linux: prctl PR_SET_PDEATHSIG;
+    elsewhere a thread that watches the parent id)."""
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0   # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        armed = False
+    if not armed:
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:   # it ended before the watch began
+        os._exit(1)
 
 
 def _worker_examine(batch: range) -> list:
@@ -495,15 +540,16 @@ def _worker_rows(batch: range) -> list:
     for i in batch:
         item = run.pending[i]
         warnings: list[tuple[str, str]] = []
-        note, parsed = item.note, None
+        note, again = item.note, None
         if note is None:
-            note = parsed = _read_again(run, item, lambda path, message, into=warnings: into.append((path, message)))
-            if note is None:
+            again = _read_again(run, item, lambda path, message, into=warnings: into.append((path, message)))
+            if again is None:
                 out.append((i, None, None, warnings))
                 continue
+            note = again[1]
         rows = _note_rows(note, run.segmenter, run.chunking)
-        # The writer needs the note's fields, not its lines.
-        out.append((i, replace(parsed, lines=[], headings=[]) if parsed else None, rows, warnings))
+        # The writer needs the note's fields (and the hash read), not its lines.
+        out.append((i, (again[0], replace(note, lines=[], headings=[])) if again else None, rows, warnings))
     return out
 
 

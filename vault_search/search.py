@@ -94,9 +94,11 @@ TITLE_SIMILARITY = 0.5
 TITLE_WEIGHT = 1.0
 # A longer query is a sentence, not a (misremembered) name: no title list.
 MAX_NAME_WORDS = 8
-# Names whose n-grams are remembered (a few MB): the notes a title list looks
-# at recur from query to query (the same neighbourhoods, an agent's retries).
-NAME_GRAMS_CACHE = 8192
+# Names whose n-grams are remembered: the notes a title list looks at recur
+# from query to query (the same neighbourhoods, an agent's retries). Names of
+# at most NAME_GRAMS_CHARS characters only: at most about 30 MB.
+NAME_GRAMS_CACHE = 4096
+NAME_GRAMS_CHARS = 100
 
 Pair = tuple[Fused, SearchResult]   # a result and how it was ranked
 
@@ -310,16 +312,20 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
 
 def grams(text: str) -> frozenset[str]:
     """Character trigrams of a name (bigrams of Han text, whose words are
-    one or two characters), over its words with the spaces between them."""
-    return _grams(text)
+    one or two characters), over its words with the spaces between them.
+    A name of up to NAME_GRAMS_CHARS characters is remembered (``_name_grams``);
+    a query or a longer name is not."""
+    return _name_grams(text) if len(text) <= NAME_GRAMS_CHARS else _grams(text)
 
 
-@lru_cache(maxsize=NAME_GRAMS_CACHE)
 def _grams(text: str) -> frozenset[str]:
     key = " ".join(WORD_RE.findall(name_key(text)))
     n = 2 if has_han(key) else 3
     padded = f" {key} "
     return frozenset(padded[i:i + n] for i in range(len(padded) - n + 1)) if key else frozenset()
+
+
+_name_grams = lru_cache(maxsize=NAME_GRAMS_CACHE)(_grams)
 
 
 def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[ChunkHit]],
@@ -329,7 +335,7 @@ def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[Chunk
     TITLE_SIMILARITY), most alike first, each by its opening chunk; none for a
     query of more than MAX_NAME_WORDS words. People misremember names: "Quick
     Refrence table" is the note "Quick Reference", "customised grouping with functions" is "Custom Grouping"."""
-    wanted = grams(query)
+    wanted = _grams(query)
     notes = list(dict.fromkeys(h.note_id for hits in lists.values() for h in hits))
     if not wanted or not notes or len(WORD_RE.findall(query)) > MAX_NAME_WORDS:
         return []

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -108,27 +109,35 @@ def test_an_error_in_a_worker_or_the_writer_loses_nothing(source, reference, tmp
     assert snapshot(index_dir) == reference[0]
 
 
-def test_a_worker_killed_mid_sync_leaves_the_rest_to_the_writer(source, reference, tmp_path):
+@pytest.mark.parametrize("die_at, slow_writer", [
+    (20, False),    # in its first batch: the writer finds out waiting for the result
+    (201, True),    # in its second, the writer behind: it may find out handing on the next batch
+])
+def test_a_worker_killed_mid_sync_leaves_the_rest_to_the_writer(source, reference, tmp_path, die_at, slow_writer):
     """The OOM killer takes a worker: the sync finishes in this process, says so,
     and leaves the same index."""
     vault = shutil.copytree(source, tmp_path / "vault")
     index_dir = tmp_path / "index"
     script = textwrap.dedent(f"""
-        import os, signal, sys
+        import os, signal, sys, time
         from pathlib import Path
         import indexer.sync as sync
         from vault_search import Index
 
         parent, calls = os.getpid(), [0]
-        note_rows = sync._note_rows
+        note_rows, write_note = sync._note_rows, sync._write_note
 
         def dying(*args):
             calls[0] += 1
-            if os.getpid() != parent and calls[0] == 20:
+            if os.getpid() != parent and calls[0] == {die_at}:
                 os.kill(os.getpid(), signal.SIGKILL)
             return note_rows(*args)
 
-        sync._note_rows = dying
+        def slow(*args):
+            time.sleep(0.005 if {slow_writer} else 0)
+            return write_note(*args)
+
+        sync._note_rows, sync._write_note = dying, slow
         with Index.open(Path({str(vault)!r}), Path({str(index_dir)!r}), create=True) as idx:
             report = idx.sync(model={MODEL!r})
         print([m for p, m in report.warnings if "worker process stopped" in m])
@@ -140,3 +149,58 @@ def test_a_worker_killed_mid_sync_leaves_the_rest_to_the_writer(source, referenc
     assert "worker process stopped" in proc.stdout
     assert snapshot(index_dir) == reference[0]
     assert lock_is_free(index_dir) and not stray_workers(index_dir)
+
+
+def test_workers_die_with_a_killed_sync_and_leave_the_lock_free(source, reference, tmp_path):
+    """SIGKILL of the index process (a power cut, the OOM killer) between two
+    batches, workers busy: they go with it instead of waiting forever on
+    their queue with the lock files they inherited."""
+    vault = shutil.copytree(source, tmp_path / "vault")
+    index_dir = tmp_path / "index"
+    killed = index(vault, index_dir, 2, "fts-batch=kill")
+    assert killed.returncode == -9, killed.stderr
+    deadline = time.monotonic() + 10
+    while stray_workers(index_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not stray_workers(index_dir)
+    assert lock_is_free(index_dir)
+    again = index(vault, index_dir, 2)
+    assert again.returncode == 0, again.stderr
+    assert snapshot(index_dir) == reference[0]
+
+
+def test_an_error_in_the_writer_stops_the_workers_before_it_propagates(source, tmp_path):
+    """A library caller that keeps the exception (and its traceback) has no
+    worker left behind, and its next sync may use workers again."""
+    vault = shutil.copytree(source, tmp_path / "vault")
+    index_dir = tmp_path / "index"
+    script = textwrap.dedent(f"""
+        import os
+        from pathlib import Path
+        from vault_search import Index
+
+        def children():
+            found = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    stat = open(f"/proc/{{pid}}/stat", "rb").read()
+                except OSError:
+                    continue
+                if int(stat.rsplit(b")", 1)[1].split()[1]) == os.getpid():
+                    found.append(pid)
+            return found
+
+        idx = Index.open(Path({str(vault)!r}), Path({str(index_dir)!r}), create=True)
+        try:
+            idx.sync(model={MODEL!r})
+        except OSError as exc:
+            kept = exc
+        print("children", len(children()))
+        os.environ.pop("VAULT_SEARCH_FAULT")
+        print("added", idx.sync(model={MODEL!r}).added)
+    """)
+    env = {**os.environ, "VAULT_SEARCH_SYNC_WORKERS": "2", faults.ENV: "txn:notes:2=oserror"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "children 0" in proc.stdout
+    assert "added" in proc.stdout and "added 0" not in proc.stdout
