@@ -155,7 +155,9 @@ def warm_latency(idx: Index, modes: list[str], rounds: int = 3) -> dict:
     for mode in modes:
         # New to the process in the first round: no query vector or name n-grams remembered.
         search._query_vectors.clear()
-        search._name_grams.cache_clear()
+        remembered = getattr(search, "_name_grams", getattr(search, "_grams", None))   # older code: _grams
+        if hasattr(remembered, "cache_clear"):
+            remembered.cache_clear()
         times = []
         for _ in range(rounds):
             for q in ZH_QUERIES + EN_QUERIES:
