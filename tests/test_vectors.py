@@ -369,3 +369,65 @@ def test_the_vector_list_names_notes_by_array_and_drops_chunks_deleted_since(vau
         after = nearest_notes(idx.vectors(), idx.chunk_notes(), qvec, 40, 5)
         assert first.chunk_id not in {h.chunk_id for h in after}
         assert [h.rank for h in after] == sorted(h.rank for h in after) and after[0].rank == 1
+
+
+def test_hubness_is_each_rows_mean_cosine_to_its_nearest_other_rows(monkeypatch):
+    """vector.hubness (CSLS's r): exact up to HUB_REFERENCE rows, never a row's
+    own cosine; past it, a fixed sample with proportionally fewer neighbours;
+    values of chunk ids it knew are kept."""
+    from vault_search import vector
+
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((60, 16)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    ids = np.arange(100, 160, dtype=np.int64)
+    sims = m @ m.T
+    np.fill_diagonal(sims, -np.inf)
+    expected = np.sort(sims, axis=1)[:, -vector.HUB_NEIGHBOURS:].mean(axis=1)
+    got = vector.hubness(m, ids)
+    assert np.allclose(got, expected, atol=1e-5)
+    # Known ids keep their value (the same chunk id is the same text); new ones are computed.
+    known = (ids[:40], np.full(40, 0.123, dtype=np.float32))
+    mixed = vector.hubness(m, ids, known)
+    assert np.allclose(mixed[:40], 0.123) and np.allclose(mixed[40:], expected[40:], atol=1e-5)
+    # Past HUB_REFERENCE rows: a sample of that many, fewer neighbours, still not the row itself.
+    monkeypatch.setattr(vector, "HUB_REFERENCE", 20)
+    sampled = vector.hubness(m, ids)
+    assert sampled.shape == (60,) and np.all(sampled < 0.999) and np.all(np.isfinite(sampled))
+
+
+def test_a_query_in_the_other_language_ranks_hubs_down():
+    """With csls the vector list ranks by cosine less half the chunk's hubness:
+    a chunk near everything (a table of contents) loses first place to the
+    chunk near this query only; scores and z stay cosines."""
+    from vault_search.vector import ChunkNotes, VectorIndex, nearest_notes
+
+    q = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    hub = np.array([0.80, 0.6, 0.0], dtype=np.float32)
+    target = np.array([0.78, 0.0, 0.6257], dtype=np.float32)
+    others = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.1, 0.995, 0.0]], dtype=np.float32)
+    matrix = np.vstack([hub, target, others])
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    ids = np.arange(1, 6, dtype=np.int64)
+    vectors = VectorIndex(ids, matrix, "test")
+    notes = ChunkNotes(ids, ids * 10)
+    plain = nearest_notes(vectors, notes, q, 5, 2)
+    assert [h.note_id for h in plain] == [10, 20]
+    vectors._hubness = np.array([0.9, 0.3, 0.5, 0.5, 0.5], dtype=np.float32)
+    csls = nearest_notes(vectors, notes, q, 5, 2, csls=True)
+    assert [h.note_id for h in csls] == [20, 10]
+    assert {h.note_id: h.score for h in csls} == {h.note_id: h.score for h in plain}
+
+
+def test_other_language_is_the_query_against_the_notes_script(tmp_path):
+    from vault_search.search import other_language
+
+    vault = tmp_path / "v"
+    for i in range(6):
+        write(vault / f"n{i}.md", f"# 笔记{i}\n数据库索引的第{i}种用法，回表与覆盖索引。\n")
+    write(vault / "en.md", "# English\nA note in English about indexes.\n")
+    with open_index(vault, tmp_path / "i") as idx:
+        idx.sync()
+        assert idx.mostly_han()
+        assert other_language(idx, "how do covering indexes work")
+        assert not other_language(idx, "覆盖索引怎么用")
