@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     from .similar import SimilarResponse
 
 
-MOSTLY_HAN_SAMPLE = 400   # chunks read to tell a Chinese vault from another
-
-
 class Index:
     """A vault's index: the writer's connection and lazy models, and the
     query side over them (``with Index.open(vault) as idx: idx.search(...)``)."""
@@ -43,8 +40,6 @@ class Index:
         self._vectors_key: tuple | None = None
         self._chunk_notes = None
         self._chunk_notes_key: tuple | None = None
-        self._mostly_han = False
-        self._mostly_han_key: tuple | None = None
 
     # -- lifecycle and writing: indexer/writer.py -------------------------
     @classmethod
@@ -186,29 +181,9 @@ class Index:
                     f"the index's vectors were made by {recorded.split('|')[0]} ({recorded}), but this "
                     f"vault-search embeds queries with {embedder.fingerprint}; run `vault-search index` "
                     "to re-embed, or `vault-search index --rebuild --model MODEL`")
-            previous = self._vectors.hubness_by_id() if self._vectors is not None else None
             self._vectors = VectorIndex.load(self.conn, self.config.index_dir, embedder.fingerprint, embedder.dim)
-            self._vectors.previous_hubness = previous
             self._vectors_key = key
         return self._vectors
-
-    def mostly_han(self) -> bool:
-        """Whether most of the notes are Chinese: Han characters in more than
-        half of up to MOSTLY_HAN_SAMPLE chunks spread over the index,
-        worked out again when the index has changed."""
-        from indexer.segment import has_han
-
-        notes = self.chunk_notes()
-        if self._mostly_han_key != self._chunk_notes_key:
-            ids = notes.chunk_ids
-            pick = [int(i) for i in ids[::max(1, len(ids) // MOSTLY_HAN_SAMPLE)][:MOSTLY_HAN_SAMPLE]]
-            han = 0
-            for start in range(0, len(pick), 500):
-                part = pick[start:start + 500]
-                han += sum(has_han(text or "") for (text,) in self.conn.execute(
-                    f"SELECT text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
-            self._mostly_han, self._mostly_han_key = han * 2 > len(pick), self._chunk_notes_key
-        return self._mostly_han
 
     def chunk_notes(self):
         """Each chunk's note (``vector.ChunkNotes``), read again whenever the

@@ -109,9 +109,6 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
     if mode == "hybrid":
         lines.append(click.style(f"RRF k={ex.rrf_k}, weights {ex.weights} "
                                  f"(query words found in the index: {ex.term_coverage})", dim=True))
-    if ex.other_language:
-        lines.append(click.style("query in the notes' other language: vector list ranked by cosine less half "
-                                 "each chunk's hubness (CSLS)", dim=True))
     for row in ex.ranks:
         parts = []
         if row.fts_rank is not None:

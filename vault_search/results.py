@@ -92,7 +92,6 @@ class Explain:
     recency_half_life: float | None
     ranks: list[ExplainRank] = field(default_factory=list)
     translated_match: str | None = None   # the translated words' MATCH, when the query was translated
-    other_language: bool = False          # the query is in the notes' other language: vector list ranked by CSLS
 
     def to_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "ranks"},

@@ -129,9 +129,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             freqs = document_frequencies(conn, fq.terms)
             coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None
             translation = translated_query(conn, fq) if needs_translation(mode, fq, coverage) else None
-            foreign = mode in ("vector", "hybrid") and other_language(index, query)
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
-                                              note_depth(mode, limit, options.depth), translation, foreign)
+                                              note_depth(mode, limit, options.depth), translation)
             embedded, chunks = vector_coverage(conn, index.model_spec)
             if embedded < chunks and mode == "hybrid":
                 lists = completed_vector_list(index, lists)
@@ -189,8 +188,6 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
                             f"{', '.join(packed.changed[:3])}")
     trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts) \
         if options.explain else None
-    if trace is not None:
-        trace.other_language = foreign
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms,
                           tokens=packed.tokens if packed else None,
@@ -259,12 +256,9 @@ def keyword_list(conn: sqlite3.Connection, fq: FtsQuery, filters: SearchFilters,
     return best_per_note(keyword_hits(conn, fq.match, filters, _chunk_depth(depth)), depth)
 
 
-def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
-                other_language: bool = False) -> tuple[list[ChunkHit], str | None]:
+def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) -> tuple[list[ChunkHit], str | None]:
     """Stage 3: the ``depth`` notes nearest the query's embedding, each by its best
-    chunk, and a warning when the matrix file could not be used. A query in the
-    notes' other language (``other_language``) is ranked with hubness taken
-    off (vector.CSLS_WEIGHT): chunks near every query stop crowding its list."""
+    chunk, and a warning when the matrix file could not be used."""
     from .vector import allowed_chunk_ids, nearest_notes
 
     vectors = index.vectors()
@@ -276,14 +270,7 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
         where, params = filters.sql()
         allowed = allowed_chunk_ids(index.conn, where, params)
     qvec = query_vector(index.embedder, query[:MAX_QUERY_CHARS])
-    return nearest_notes(vectors, index.chunk_notes(), qvec, _chunk_depth(depth), depth, allowed,
-                         csls=other_language), warning
-
-
-def other_language(index: Index, query: str) -> bool:
-    """Whether the query is in the other language than most notes: Chinese
-    (it has Han characters) over mostly non-Chinese notes, or the reverse."""
-    return has_han(query) != index.mostly_han()
+    return nearest_notes(vectors, index.chunk_notes(), qvec, _chunk_depth(depth), depth, allowed), warning
 
 
 @dataclass(frozen=True)
@@ -377,8 +364,7 @@ def needs_translation(mode: str, fq: FtsQuery, coverage: float | None) -> bool:
 
 
 def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str,
-                    depth: int, translation: Translation | None = None,
-                    foreign: bool = False) -> tuple[dict[str, list[ChunkHit]], list[str]]:
+                    depth: int, translation: Translation | None = None) -> tuple[dict[str, list[ChunkHit]], list[str]]:
     """Stages 2 and 3: each retriever's list for ``mode`` ("fts", "vector";
     "translated" when a ``translation`` is given), and warnings."""
     lists: dict[str, list[ChunkHit]] = {}
@@ -388,7 +374,7 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
     if translation is not None and mode in ("fts", "hybrid"):
         lists["translated"] = keyword_list(index.conn, translation.query, filters, depth)
     if mode in ("vector", "hybrid") and fq.terms:
-        lists["vector"], warning = vector_list(index, query, filters, depth, foreign)
+        lists["vector"], warning = vector_list(index, query, filters, depth)
         warnings += [warning] if warning else []
     if mode == "hybrid":
         titles = title_list(index.conn, query, lists, filters)

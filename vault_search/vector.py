@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,20 +12,6 @@ from indexer.store import vectors_state
 from indexer.vectors import check_files, load_files, matrix_from_db
 
 from .keyword import ChunkHit
-
-# Hubness (CSLS, Conneau et al. 2018, "Word translation without parallel
-# data"): some chunks (tables, lists of links, boilerplate) lie near almost
-# every query, and crowd the vector list of a question asked in the notes'
-# other language, whose true match is only a little nearer. CSLS ranks by
-# 2 cos(q, c) - r(q) - r(c), where r is the mean cosine to the
-# HUB_NEIGHBOURS nearest rows; r(q) is the same for every chunk of one query,
-# so the ranking is cos(q, c) - r(c) / 2 (CSLS_WEIGHT, CSLS's own, not tuned).
-HUB_NEIGHBOURS = 10
-HUB_REFERENCE = 8192   # rows a chunk is compared with: all up to this many, else a fixed sample
-# ... of at most this many multiply-adds for the whole matrix (about 1 s on one
-# core of this project's machine; 100k chunks get a sample of 1,024), and at least 1,024.
-HUB_WORK = 4e10
-CSLS_WEIGHT = 0.5
 
 
 @dataclass
@@ -51,26 +36,6 @@ class VectorIndex:
         self.fingerprint = fingerprint
         #: why the file was not used (the matrix then came from the db)
         self.problem = problem
-        #: (sorted chunk ids, their hubness) of the matrix this one replaced, reused by id
-        self.previous_hubness: tuple[np.ndarray, np.ndarray] | None = None
-        self._hubness: np.ndarray | None = None
-        self._hubness_lock = threading.Lock()
-
-    def hubness(self) -> np.ndarray:
-        """Each row's r (see CSLS_WEIGHT), computed on first use; rows of the
-        matrix this one replaced keep theirs (the same chunk id is the same text)."""
-        with self._hubness_lock:
-            if self._hubness is None:
-                self._hubness = hubness(self.matrix, self.ids, self.previous_hubness)
-                self.previous_hubness = None
-            return self._hubness
-
-    def hubness_by_id(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(sorted chunk ids, hubness) when computed, for the next matrix."""
-        if self._hubness is None:
-            return None
-        order = np.argsort(self.ids, kind="stable")
-        return self.ids[order], self._hubness[order]
 
     @classmethod
     def load(cls, conn: sqlite3.Connection, index_dir: Path, fingerprint: str, dim: int) -> "VectorIndex":
@@ -108,41 +73,6 @@ class VectorIndex:
         top = np.argpartition(-scores, depth - 1)[:depth]
         top = top[np.argsort(-scores[top], kind="stable")]
         return VectorTop([(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])], mean, std)
-
-
-def hubness(matrix: np.ndarray, ids: np.ndarray,
-            previous: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """Each row's mean cosine to its HUB_NEIGHBOURS nearest other rows. Past
-    HUB_REFERENCE rows they are sought in a fixed sample (HUB_WORK bounds its
-    size), and the neighbours counted shrink in proportion (the 10 nearest of
-    100k rows are about the nearest 1 of a sample of 8k). Rows found in ``previous`` (sorted
-    ids, values) keep their value when at least half of the rows do."""
-    n = len(matrix)
-    out = np.full(n, np.nan, dtype=np.float32)
-    if n < 2:
-        return np.zeros(n, dtype=np.float32)
-    if previous is not None and len(previous[0]):
-        known_ids, known = previous
-        at = np.minimum(np.searchsorted(known_ids, ids), len(known_ids) - 1)
-        same = known_ids[at] == ids
-        if same.mean() >= 0.5:
-            out[same] = known[at[same]]
-    todo = np.flatnonzero(np.isnan(out))
-    if n - 1 <= HUB_REFERENCE:
-        reference, k = np.arange(n), min(HUB_NEIGHBOURS, n - 1)
-    else:
-        size = int(min(HUB_REFERENCE, max(1024, HUB_WORK / (n * matrix.shape[1]))))
-        reference = np.sort(np.random.default_rng(0).choice(n, size, replace=False))
-        k = max(1, round(HUB_NEIGHBOURS * size / n))
-    ref = matrix[reference]
-    for start in range(0, len(todo), 1024):
-        rows = todo[start:start + 1024]
-        sims = matrix[rows] @ ref.T
-        at = np.minimum(np.searchsorted(reference, rows), len(reference) - 1)
-        own = reference[at] == rows   # a row is not its own neighbour
-        sims[np.flatnonzero(own), at[own]] = -np.inf
-        out[rows] = np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
-    return out
 
 
 class ChunkNotes:
@@ -186,24 +116,22 @@ def vector_hits(chunk_notes: ChunkNotes, top: VectorTop) -> list[ChunkHit]:
 
 
 def nearest_notes(vectors: VectorIndex, chunk_notes: ChunkNotes, query: np.ndarray, chunk_depth: int,
-                  note_depth: int, allowed: np.ndarray | None = None, csls: bool = False) -> list[ChunkHit]:
+                  note_depth: int, allowed: np.ndarray | None = None) -> list[ChunkHit]:
     """The ``note_depth`` notes whose chunks are nearest ``query``, each by its
     best chunk among the ``chunk_depth`` nearest: what ``best_per_note`` of
     ``vector_hits`` gives (same ranks and z), computed on arrays so that a
-    query builds a hit for the notes it returns only. ``csls``: rank by
-    cosine less half the chunk's hubness (CSLS_WEIGHT); scores and z stay cosines."""
+    query builds a hit for the notes it returns only."""
     ids = vectors.ids
     if len(ids) == 0 or note_depth <= 0:
         return []
     scores = vectors.matrix @ np.asarray(query, dtype=np.float32)
     mean, std = float(scores.mean()), float(scores.std())
-    order = scores - CSLS_WEIGHT * vectors.hubness() if csls else scores
     if allowed is not None:
-        order = np.where(np.isin(ids, allowed), order, -np.inf)
-    depth = min(chunk_depth, len(order))
-    top = np.argpartition(-order, depth - 1)[:depth]
-    top = top[np.argsort(-order[top], kind="stable")]
-    top = top[np.isfinite(order[top])]
+        scores = np.where(np.isin(ids, allowed), scores, -np.inf)
+    depth = min(chunk_depth, len(scores))
+    top = np.argpartition(-scores, depth - 1)[:depth]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    top = top[np.isfinite(scores[top])]
     notes = chunk_notes.notes_of(ids[top])
     kept = notes >= 0
     ranks = np.cumsum(kept)          # rank among the chunks that still exist
