@@ -224,8 +224,7 @@ def _read_changed(run: _SyncRun) -> set[str]:
     dictionary. Many notes are read in worker processes (``_in_workers``),
     in order, with the same outcome."""
     words: set[str] = set()
-    batches = [range(start, min(start + BATCH_NOTES, len(run.todo)))
-               for start in range(0, len(run.todo), BATCH_NOTES)]
+    batches = _batches(len(run.todo))
     workers = sync_workers(len(run.todo))
     examined = _in_workers(run, _worker_examine, batches, workers) if workers else _examine_here(run)
     with closing(examined):
@@ -317,16 +316,20 @@ def _store_dictionary(run: _SyncRun, words: set[str]) -> None:
 def _write_batches(run: _SyncRun) -> None:
     """Pass 2: chunk, segment and write in batches, one transaction each. The
     chunking and segmenting (most of an index's time) run in worker processes
-    when there are many notes and several cores (``_parallel_rows``); the
+    when there are many notes and several cores (``_in_workers``); the
     writing stays here, in order, so the result is the same either way."""
-    batches = [range(start, min(start + BATCH_NOTES, len(run.pending)))
-               for start in range(0, len(run.pending), BATCH_NOTES)]
+    batches = _batches(len(run.pending))
     workers = sync_workers(len(run.pending))
     if workers:
         run.segmenter.load()   # once, here, for the workers to share (else each loads its own)
-    batch_rows = _parallel_rows(run, batches, workers) if workers else (_batch_rows(run, b) for b in batches)
-    with closing(batch_rows):
-        _write_rows(run, batch_rows)
+    outcomes = _in_workers(run, _worker_rows, batches, workers) if workers else _rows_here(run, batches)
+    with closing(outcomes):
+        _write_rows(run, (_batch_rows(run, done, bool(workers)) for done in outcomes))
+
+
+def _batches(count: int) -> list[range]:
+    """Indexes 0..count-1 in batches of BATCH_NOTES (a write transaction each)."""
+    return [range(start, min(start + BATCH_NOTES, count)) for start in range(0, count, BATCH_NOTES)]
 
 
 def _write_rows(run: _SyncRun, batch_rows) -> None:
@@ -366,24 +369,51 @@ def _read_again(run: _SyncRun, item: _Pending, warn) -> tuple[str, ParsedNote] |
     return result[0], parse_note(item.file.path, result[1])
 
 
-def _batch_rows(run: _SyncRun, batch: range) -> list:
-    """One batch's notes, each with its FTS and chunk rows (in this process)."""
+def _rows_here(run: _SyncRun, batches: list[range]):
+    """Pass 2 in this process: each batch's ``_note_outcome`` list; progress
+    counts a note as it starts on it."""
+    for batch in batches:
+        done = []
+        for i in batch:
+            run.step()
+            done.append(_note_outcome(run, i))
+        yield done
+
+
+def _note_outcome(run: _SyncRun, i: int) -> tuple:
+    """Pass 2 for pending note ``i``, in this process or a worker: (i, (hash,
+    note) when it was read again, its FTS and chunk rows or None when it could
+    not be, warnings)."""
+    item = run.pending[i]
+    warnings: list[tuple[str, str]] = []
+    note, again = item.note, None
+    if note is None:
+        again = _read_again(run, item, lambda path, message: warnings.append((path, message)))
+        if again is None:
+            return i, None, None, warnings
+        note = again[1]
+    return i, again, _note_rows(note, run.segmenter, run.chunking), warnings
+
+
+def _batch_rows(run: _SyncRun, done: list, counted_here: bool) -> list:
+    """One batch's outcomes as the writer's rows, in order, and their warnings
+    into the run; a note read again is written with the hash of what was read."""
     rows = []
-    for i in batch:
-        run.step()
-        item = run.pending[i]
-        note = item.note
-        if note is None:
-            again = _read_again(run, item, run.warn)
-            if again is None:
-                continue
-            item, note = replace(item, hash=again[0]), again[1]
-        rows.append((item, note, _note_rows(note, run.segmenter, run.chunking)))
+    for i, again, note_rows, warnings in done:
+        if not counted_here:
+            run.step()
+        for path, message in warnings:
+            run.warn(path, message)
+        if note_rows is not None:
+            item = run.pending[i]
+            if again is not None:
+                item = replace(item, hash=again[0])
+            rows.append((item, again[1] if again is not None else item.note, note_rows))
     return rows
 
 
-# -- pass 2 in worker processes ---------------------------------------------
-# A sync of at least PARALLEL_MIN_NOTES notes chunks and segments them in
+# -- both passes in worker processes ----------------------------------------
+# A sync of at least PARALLEL_MIN_NOTES notes reads, parses, chunks and segments them in
 # forked worker processes, one per core (at most MAX_SYNC_WORKERS), while this
 # process writes. Fork, not spawn: a worker inherits the segmenter with the
 # whole dictionary and the vault's names exactly as this process has them, and
@@ -462,24 +492,6 @@ def _in_workers(run: _SyncRun, task: Callable[[range], list], batches: list[rang
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _parallel_rows(run: _SyncRun, batches: list[range], workers: int):
-    """``_batch_rows`` of each batch, computed in worker processes."""
-    with closing(_in_workers(run, _worker_rows, batches, workers)) as results:
-        for done in results:
-            rows = []
-            for i, note, note_rows, warnings in done:
-                run.step()
-                for path, message in warnings:
-                    run.warn(path, message)
-                if note_rows is not None:
-                    item = run.pending[i]
-                    if note is not None:   # parsed again there: what was read then is written
-                        item = replace(item, hash=note[0])
-                        note = note[1]
-                    rows.append((item, item.note if note is None else note, note_rows))
-            yield rows
-
-
 def _worker_start(parent: int) -> None:
     """A worker dies with the sync that forked it: killed with it (a power
     cut, the OOM killer, SIGTERM), it would otherwise wait on its queue
@@ -532,24 +544,16 @@ def _worker_examine(batch: range) -> list:
 
 
 def _worker_rows(batch: range) -> list:
-    """In a worker: each note of ``batch`` as (index, the note when it had to
-    be parsed again here, its rows or None when it could not be read, warnings)."""
+    """In a worker: ``_note_outcome`` of each note of ``batch``; a note read
+    again goes back without its lines (the writer needs its fields only)."""
     run = _worker_run
     assert run is not None
-    out: list[tuple] = []
+    out = []
     for i in batch:
-        item = run.pending[i]
-        warnings: list[tuple[str, str]] = []
-        note, again = item.note, None
-        if note is None:
-            again = _read_again(run, item, lambda path, message, into=warnings: into.append((path, message)))
-            if again is None:
-                out.append((i, None, None, warnings))
-                continue
-            note = again[1]
-        rows = _note_rows(note, run.segmenter, run.chunking)
-        # The writer needs the note's fields (and the hash read), not its lines.
-        out.append((i, (again[0], replace(note, lines=[], headings=[])) if again else None, rows, warnings))
+        i, again, note_rows, warnings = _note_outcome(run, i)
+        if again is not None:
+            again = (again[0], replace(again[1], lines=[], headings=[]))
+        out.append((i, again, note_rows, warnings))
     return out
 
 

@@ -59,10 +59,11 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def top_chunks(self, query: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> VectorTop:
-        """The ``depth`` rows nearest ``query`` (cosine), and the spread of its similarities."""
-        if len(self.ids) == 0:
-            return VectorTop([], 0.0, 0.0)
+    def nearest_rows(self, query: np.ndarray, depth: int,
+                     allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """(the ``depth`` row positions nearest ``query``, best first; every
+        row's cosine; their mean and standard deviation). Rows outside
+        ``allowed`` are left out."""
         scores = self.matrix @ np.asarray(query, dtype=np.float32)
         # The spread over the whole matrix, filters or not: a filter that leaves
         # a dozen chunks must not make its best one look typical.
@@ -72,7 +73,14 @@ class VectorIndex:
         depth = min(depth, len(scores))
         top = np.argpartition(-scores, depth - 1)[:depth]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return VectorTop([(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])], mean, std)
+        return top[np.isfinite(scores[top])], scores, mean, std
+
+    def top_chunks(self, query: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> VectorTop:
+        """The ``depth`` rows nearest ``query`` (cosine), and the spread of its similarities."""
+        if len(self.ids) == 0:
+            return VectorTop([], 0.0, 0.0)
+        top, scores, mean, std = self.nearest_rows(query, depth, allowed)
+        return VectorTop([(int(self.ids[i]), float(scores[i])) for i in top], mean, std)
 
 
 class ChunkNotes:
@@ -124,14 +132,7 @@ def nearest_notes(vectors: VectorIndex, chunk_notes: ChunkNotes, query: np.ndarr
     ids = vectors.ids
     if len(ids) == 0 or note_depth <= 0:
         return []
-    scores = vectors.matrix @ np.asarray(query, dtype=np.float32)
-    mean, std = float(scores.mean()), float(scores.std())
-    if allowed is not None:
-        scores = np.where(np.isin(ids, allowed), scores, -np.inf)
-    depth = min(chunk_depth, len(scores))
-    top = np.argpartition(-scores, depth - 1)[:depth]
-    top = top[np.argsort(-scores[top], kind="stable")]
-    top = top[np.isfinite(scores[top])]
+    top, scores, mean, std = vectors.nearest_rows(query, chunk_depth, allowed)
     notes = chunk_notes.notes_of(ids[top])
     kept = notes >= 0
     ranks = np.cumsum(kept)          # rank among the chunks that still exist
