@@ -176,3 +176,50 @@ def test_a_stand_in_holds_a_waiting_notes_place_in_the_vector_list_without_claim
     assert fused[1].score == pytest.approx(1 / 11 + 1 / 12)        # its keyword rank, and its place held
     assert "vector" not in fused[1].ranks and fused[1].scores == {"fts": 9.0}
     assert fused[2].ranks == {"fts": 2, "vector": 3}
+
+
+QUERIES = ["数据库 索引", "tea ceremony", "python", "项目 计划 notes", "memory", "daily log"]
+
+
+def test_keyword_hits_name_each_chunks_note_from_the_arrays_as_the_join_does(vault, index_dir):
+    from vault_search.keyword import keyword_hits
+
+    with Index.open(vault, index_dir, create=True) as idx:
+        idx.sync(embed=False)
+        notes = idx.chunk_notes()
+        for query in QUERIES:
+            match = fts_query(query, idx.segmenter).match
+            joined = keyword_hits(idx.conn, match, SearchFilters(), 200)
+            looked_up = keyword_hits(idx.conn, match, SearchFilters(), 200, notes)
+            assert joined and looked_up == joined, query
+        # with a filter the join decides which notes pass
+        only = SearchFilters.build(path="Projects")
+        filtered = keyword_hits(idx.conn, fts_query("项目 notes", idx.segmenter).match, only, 200, notes)
+        paths = {idx.conn.execute("SELECT path FROM notes WHERE id = ?", (h.note_id,)).fetchone()[0]
+                 for h in filtered}
+        assert paths and all(p.startswith("Projects/") for p in paths)
+
+
+def test_term_share_and_chunks_containing_agree_with_asking_chunk_by_chunk(vault, index_dir):
+    from vault_search.keyword import chunks_containing, term_share
+    from vault_search.query import quote_term
+
+    with Index.open(vault, index_dir, create=True) as idx:
+        idx.sync(embed=False)
+        conn = idx.conn
+        all_ids = [r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY id")]
+        chunk_ids = all_ids[1::3]          # some chunks, not a range: ids outside must not count
+        terms = list(dict.fromkeys(t for q in QUERIES for t in fts_query(q, idx.segmenter).terms))
+
+        def has(term: str, cid: int) -> bool:
+            return conn.execute("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
+                                (quote_term(term), cid)).fetchone() is not None
+
+        found = chunks_containing(conn, terms, chunk_ids)
+        assert found == {t: {c for c in chunk_ids if has(t, c)} for t in terms}
+        assert any(found.values()) and set().union(*found.values()) <= set(chunk_ids)
+        for query in QUERIES:
+            q_terms = fts_query(query, idx.segmenter).terms
+            share = term_share(conn, q_terms, chunk_ids)
+            assert set(share) == set(chunk_ids)
+            assert {c for c, s in share.items() if s > 0} == {c for c in chunk_ids if any(has(t, c) for t in q_terms)}

@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .filters import SearchFilters
 from .query import quote_term
+
+if TYPE_CHECKING:
+    from .vector import ChunkNotes
 
 # BM25 column weights, in FTS column order (title, aliases, tags, headings,
 # body). A word in the title or an alias says more about what a note is than
@@ -29,11 +33,26 @@ class ChunkHit:
     stand_in: bool = False   # holds a waiting note's place in the vector list (search.completed_vector_list)
 
 
-def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, depth: int) -> list[ChunkHit]:
-    """The ``depth`` best chunks for an FTS5 MATCH expression."""
+def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, depth: int,
+                 chunk_notes: ChunkNotes | None = None) -> list[ChunkHit]:
+    """The ``depth`` best chunks for an FTS5 MATCH expression. Without
+    filters, ``chunk_notes`` (the same snapshot's chunk -> note arrays) names
+    each chunk's note instead of a join: looking up 2,000 chunk rows cost as
+    much as the MATCH itself (10k-note growth vault: 3.6 ms -> 1.6 ms)."""
     if not match:
         return []
     weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
+    if chunk_notes is not None and not filters:
+        rows = conn.execute(
+            f"SELECT rowid, bm25(chunks_fts, {weights}) AS bm FROM chunks_fts WHERE chunks_fts MATCH ? "
+            "ORDER BY bm LIMIT ?", (match, depth)).fetchall()
+        if not rows:
+            return []
+        import numpy as np
+
+        notes = chunk_notes.notes_of(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+        kept = [(cid, int(nid), bm) for (cid, bm), nid in zip(rows, notes.tolist()) if nid >= 0]
+        return [ChunkHit(cid, nid, -bm, i + 1) for i, (cid, nid, bm) in enumerate(kept)]
     where, params = filters.sql()
     rows = conn.execute(
         f"""SELECT c.id, c.note_id, bm25(chunks_fts, {weights}) AS bm
@@ -117,24 +136,28 @@ def term_share(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int],
     weights = term_weights(freqs)
     total = sum(weights.values())
     share = dict.fromkeys(chunk_ids, 0.0)
-    marks = ",".join("?" * len(chunk_ids))
+    wanted = set(chunk_ids)
     for term, weight in weights.items():
         if not freqs.df.get(term):
             continue
-        for (cid,) in conn.execute(f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-                                   [quote_term(term), *chunk_ids]):
+        for cid in _containing(conn, term, wanted):
             share[cid] += weight / total
     return share
 
 
 def chunks_containing(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int]) -> dict[str, set[int]]:
     """term -> the chunks among ``chunk_ids`` that contain it."""
-    out: dict[str, set[int]] = {}
     if not chunk_ids:
-        return out
-    marks = ",".join("?" * len(chunk_ids))
-    for term in dict.fromkeys(terms):
-        out[term] = {cid for (cid,) in conn.execute(
-            f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-            [quote_term(term), *chunk_ids])}
-    return out
+        return {}
+    wanted = set(chunk_ids)
+    return {term: _containing(conn, term, wanted) for term in dict.fromkeys(terms)}
+
+
+def _containing(conn: sqlite3.Connection, term: str, wanted: set[int]) -> set[int]:
+    """The chunks among ``wanted`` (not empty) that contain ``term``. The
+    term's chunks are read within the ids' range and filtered here: FTS5
+    does not use ``rowid IN (...)`` to skip, and with the list it took ten
+    times as long (10k-note growth vault: 3.5 ms a term against 0.2)."""
+    rows = conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid BETWEEN ? AND ?",
+                        (quote_term(term), min(wanted), max(wanted)))
+    return {cid for (cid,) in rows if cid in wanted}

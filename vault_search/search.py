@@ -251,9 +251,10 @@ def _chunk_depth(notes: int) -> int:
     return max(MIN_CHUNK_DEPTH, notes * CHUNKS_PER_RESULT)
 
 
-def keyword_list(conn: sqlite3.Connection, fq: FtsQuery, filters: SearchFilters, depth: int) -> list[ChunkHit]:
+def keyword_list(index: Index, fq: FtsQuery, filters: SearchFilters, depth: int) -> list[ChunkHit]:
     """Stage 2: the ``depth`` best notes by BM25, each by its best chunk."""
-    return best_per_note(keyword_hits(conn, fq.match, filters, _chunk_depth(depth)), depth)
+    chunk_notes = None if filters or not fq.match else index.chunk_notes()
+    return best_per_note(keyword_hits(index.conn, fq.match, filters, _chunk_depth(depth), chunk_notes), depth)
 
 
 def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) -> tuple[list[ChunkHit], str | None]:
@@ -370,9 +371,9 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
     lists: dict[str, list[ChunkHit]] = {}
     warnings = []
     if mode in ("fts", "hybrid"):
-        lists["fts"] = keyword_list(index.conn, fq, filters, depth)
+        lists["fts"] = keyword_list(index, fq, filters, depth)
     if translation is not None and mode in ("fts", "hybrid"):
-        lists["translated"] = keyword_list(index.conn, translation.query, filters, depth)
+        lists["translated"] = keyword_list(index, translation.query, filters, depth)
     if mode in ("vector", "hybrid") and fq.terms:
         lists["vector"], warning = vector_list(index, query, filters, depth)
         warnings += [warning] if warning else []
