@@ -181,8 +181,8 @@ def test_a_stand_in_holds_a_waiting_notes_place_in_the_vector_list_without_claim
 QUERIES = ["数据库 索引", "tea ceremony", "python", "项目 计划 notes", "memory", "daily log"]
 
 
-def test_keyword_hits_name_each_chunks_note_from_the_arrays_as_the_join_does(vault, index_dir):
-    from vault_search.keyword import keyword_hits
+def test_keyword_notes_name_each_chunks_note_from_the_arrays_as_the_join_does(vault, index_dir):
+    from vault_search.keyword import best_per_note, keyword_hits, keyword_notes
 
     with Index.open(vault, index_dir, create=True) as idx:
         idx.sync(embed=False)
@@ -190,11 +190,12 @@ def test_keyword_hits_name_each_chunks_note_from_the_arrays_as_the_join_does(vau
         for query in QUERIES:
             match = fts_query(query, idx.segmenter).match
             joined = keyword_hits(idx.conn, match, SearchFilters(), 200)
-            looked_up = keyword_hits(idx.conn, match, SearchFilters(), 200, notes)
-            assert joined and looked_up == joined, query
+            for depth in (1, 3, 100):
+                looked_up = keyword_notes(idx.conn, match, SearchFilters(), 200, depth, notes)
+                assert joined and looked_up == best_per_note(joined, depth), query
         # with a filter the join decides which notes pass
         only = SearchFilters.build(path="Projects")
-        filtered = keyword_hits(idx.conn, fts_query("项目 notes", idx.segmenter).match, only, 200, notes)
+        filtered = keyword_notes(idx.conn, fts_query("项目 notes", idx.segmenter).match, only, 200, 100, notes)
         paths = {idx.conn.execute("SELECT path FROM notes WHERE id = ?", (h.note_id,)).fetchone()[0]
                  for h in filtered}
         assert paths and all(p.startswith("Projects/") for p in paths)

@@ -59,6 +59,7 @@ def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float] | None = Non
     so keyword hits keep the snippet that shows the query's words).
     """
     weights = weights or {}
+    order = {name: i for i, name in enumerate(lists)}
     fused: dict[int, Fused] = {}
     for name, hits in lists.items():
         w = weights.get(name, 1.0)
@@ -73,6 +74,6 @@ def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float] | None = Non
             f.scores[name] = hit.score
             f.chunks[name] = hit.chunk_id
     for f in fused.values():
-        best = min(f.ranks, key=lambda name: (f.ranks[name], list(lists).index(name)))
+        best = min(f.ranks, key=lambda name: (f.ranks[name], order[name]))
         f.chunk_id = f.chunks[best]
     return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values())))

@@ -58,11 +58,10 @@ from .keyword import (
     MIN_CHUNK_DEPTH,
     ChunkHit,
     Frequencies,
-    best_per_note,
     chunks_containing,
     document_frequencies,
     idf,
-    keyword_hits,
+    keyword_notes,
     term_coverage,
     term_share,
 )
@@ -254,7 +253,7 @@ def _chunk_depth(notes: int) -> int:
 def keyword_list(index: Index, fq: FtsQuery, filters: SearchFilters, depth: int) -> list[ChunkHit]:
     """Stage 2: the ``depth`` best notes by BM25, each by its best chunk."""
     chunk_notes = None if filters or not fq.match else index.chunk_notes()
-    return best_per_note(keyword_hits(index.conn, fq.match, filters, _chunk_depth(depth), chunk_notes), depth)
+    return keyword_notes(index.conn, fq.match, filters, _chunk_depth(depth), depth, chunk_notes)
 
 
 def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) -> tuple[list[ChunkHit], str | None]:
