@@ -193,6 +193,8 @@ def test_keyword_notes_name_each_chunks_note_from_the_arrays_as_the_join_does(va
             for depth in (1, 3, 100):
                 looked_up = keyword_notes(idx.conn, match, SearchFilters(), 200, depth, notes)
                 assert joined and looked_up == best_per_note(joined, depth), query
+            assert keyword_notes(idx.conn, match, SearchFilters(), 200, 0, notes) == []
+            assert keyword_notes(idx.conn, match, SearchFilters(), 200, 0) == []
         # with a filter the join decides which notes pass
         only = SearchFilters.build(path="Projects")
         filtered = keyword_notes(idx.conn, fts_query("项目 notes", idx.segmenter).match, only, 200, 100, notes)
@@ -201,10 +203,13 @@ def test_keyword_notes_name_each_chunks_note_from_the_arrays_as_the_join_does(va
         assert paths and all(p.startswith("Projects/") for p in paths)
 
 
-def test_term_share_and_chunks_containing_agree_with_asking_chunk_by_chunk(vault, index_dir):
+@pytest.mark.parametrize("factor", [0, 10, 10**9])   # always rowid IN (...), the default, always the id range
+def test_term_share_and_chunks_containing_agree_with_asking_chunk_by_chunk(vault, index_dir, monkeypatch, factor):
+    from vault_search import keyword
     from vault_search.keyword import chunks_containing, term_share
     from vault_search.query import quote_term
 
+    monkeypatch.setattr(keyword, "RANGE_READ_FACTOR", factor)
     with Index.open(vault, index_dir, create=True) as idx:
         idx.sync(embed=False)
         conn = idx.conn
@@ -224,3 +229,25 @@ def test_term_share_and_chunks_containing_agree_with_asking_chunk_by_chunk(vault
             share = term_share(conn, q_terms, chunk_ids)
             assert set(share) == set(chunk_ids)
             assert {c for c, s in share.items() if s > 0} == {c for c in chunk_ids if any(has(t, c) for t in q_terms)}
+
+
+def test_chunk_notes_are_read_again_when_chunks_change_and_only_then(vault, index_dir):
+    with Index.open(vault, index_dir, create=True) as idx:
+        idx.sync(embed=False)
+        assert idx.search("数据库 索引", mode="fts").results
+        assert idx.current_chunk_notes() is None        # a keyword search does not read them: it joins
+        first = idx.chunk_notes()
+        assert idx.current_chunk_notes() is first
+        idx.sync(embed=False)                             # nothing changed: the sync writes, no chunk does
+        assert idx.chunk_notes() is first
+        (vault / "Inbox" / "new note.md").write_text("# New\n\nfresh words about teapots\n", encoding="utf-8")
+        idx.sync(embed=False)
+        assert idx.current_chunk_notes() is None
+        second = idx.chunk_notes()
+        assert second is not first
+        rows = idx.conn.execute("SELECT id, note_id FROM chunks ORDER BY id").fetchall()
+        assert [(int(c), int(n)) for c, n in zip(second.chunk_ids, second.note_ids)] == rows
+        (vault / "Inbox" / "new note.md").unlink()        # deleted: fewer chunks, same last id
+        idx.sync(embed=False)
+        third = idx.chunk_notes()
+        assert third is not second and len(third.chunk_ids) == len(rows) - 1

@@ -36,18 +36,23 @@ class ChunkHit:
 def keyword_notes(conn: sqlite3.Connection, match: str, filters: SearchFilters, chunk_depth: int,
                   note_depth: int, chunk_notes: ChunkNotes | None = None) -> list[ChunkHit]:
     """The ``note_depth`` best notes among the ``chunk_depth`` best chunks,
-    each by its best chunk: ``best_per_note`` of ``keyword_hits``. Without
-    filters, ``chunk_notes`` (the same snapshot's chunk -> note arrays) names
-    each chunk's note instead of a join, and only the notes kept become hits:
-    looking up 2,000 chunk rows cost as much as the MATCH itself (10k-note
-    growth vault: 3.6 ms -> 1.6 ms)."""
+    each by its best chunk: ``best_per_note`` of ``keyword_hits`` (none for a
+    ``note_depth`` of 0). Without filters, ``chunk_notes`` (the same
+    snapshot's chunk -> note arrays) names each chunk's note instead of a
+    join, and only the notes kept become hits: looking up 2,000 chunk rows
+    cost as much as the MATCH itself (10k-note growth vault: 3.6 ms -> 1.6 ms).
+    A chunk missing from the arrays (an FTS row without its chunk: a damaged
+    index) is dropped after the LIMIT, so it leaves the window one short
+    where the join would have filled it; ranks are the same."""
+    if note_depth <= 0:
+        return []
     if chunk_notes is None or filters or not match:
         return best_per_note(keyword_hits(conn, match, filters, chunk_depth), note_depth)
     weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
     rows = conn.execute(
         f"SELECT rowid, bm25(chunks_fts, {weights}) AS bm FROM chunks_fts WHERE chunks_fts MATCH ? "
         "ORDER BY bm LIMIT ?", (match, chunk_depth)).fetchall()
-    if not rows or note_depth <= 0:
+    if not rows:
         return []
     import numpy as np
 
@@ -153,24 +158,45 @@ def term_share(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int],
     for term, weight in weights.items():
         if not freqs.df.get(term):
             continue
-        for cid in _containing(conn, term, wanted):
+        for cid in _containing(conn, term, wanted, freqs.df[term]):
             share[cid] += weight / total
     return share
 
 
-def chunks_containing(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int]) -> dict[str, set[int]]:
-    """term -> the chunks among ``chunk_ids`` that contain it."""
+def chunks_containing(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int],
+                      df: dict[str, int] | None = None) -> dict[str, set[int]]:
+    """term -> the chunks among ``chunk_ids`` that contain it (``df``: how
+    many chunks contain each term, where known)."""
     if not chunk_ids:
         return {}
     wanted = set(chunk_ids)
-    return {term: _containing(conn, term, wanted) for term in dict.fromkeys(terms)}
+    df = df or {}
+    return {term: _containing(conn, term, wanted, df.get(term)) for term in dict.fromkeys(terms)}
 
 
-def _containing(conn: sqlite3.Connection, term: str, wanted: set[int]) -> set[int]:
-    """The chunks among ``wanted`` (not empty) that contain ``term``. The
-    term's chunks are read within the ids' range and filtered here: FTS5
-    does not use ``rowid IN (...)`` to skip, and with the list it took ten
-    times as long (10k-note growth vault: 3.5 ms a term against 0.2)."""
+# A term whose chunks number at most this many times the candidates is read
+# within the candidates' id range and filtered here; a commoner one is
+# looked up by ``rowid IN (...)``.
+RANGE_READ_FACTOR = 10
+
+
+def _containing(conn: sqlite3.Connection, term: str, wanted: set[int], df: int | None = None) -> set[int]:
+    """The chunks among ``wanted`` (not empty) that contain ``term`` (in ``df``
+    chunks of the index, counted here when not given). FTS5 does not use
+    ``rowid IN (...)`` to skip through a term's chunks: it costs about the same
+    for any term (10k-note growth vault: 3.5 ms a term for 120 ids), while
+    reading the term's chunks in the ids' range costs what the term has
+    there (0.2 ms) and grows with it (30 ms for a term in all of 100k
+    chunks). So: the range for a term in at most RANGE_READ_FACTOR x as many
+    chunks as are wanted, the list for a commoner one."""
+    quoted = quote_term(term)
+    if df is None:
+        df = conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (quoted,)).fetchone()[0]
+    if df > RANGE_READ_FACTOR * len(wanted):
+        ids = sorted(wanted)
+        return {cid for (cid,) in conn.execute(
+            f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({','.join('?' * len(ids))})",
+            [quoted, *ids])}
     rows = conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid BETWEEN ? AND ?",
-                        (quote_term(term), min(wanted), max(wanted)))
+                        (quoted, min(wanted), max(wanted)))
     return {cid for (cid,) in rows if cid in wanted}

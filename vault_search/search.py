@@ -250,9 +250,13 @@ def _chunk_depth(notes: int) -> int:
     return max(MIN_CHUNK_DEPTH, notes * CHUNKS_PER_RESULT)
 
 
-def keyword_list(index: Index, fq: FtsQuery, filters: SearchFilters, depth: int) -> list[ChunkHit]:
-    """Stage 2: the ``depth`` best notes by BM25, each by its best chunk."""
-    chunk_notes = None if filters or not fq.match else index.chunk_notes()
+def keyword_list(index: Index, fq: FtsQuery, filters: SearchFilters, depth: int, mode: str = "fts") -> list[ChunkHit]:
+    """Stage 2: the ``depth`` best notes by BM25, each by its best chunk; each
+    chunk's note from the arrays the vector list needs too (``Index.chunk_notes``)
+    when the mode searches vectors or they are at hand, else by a join."""
+    chunk_notes = None
+    if fq.match and not filters:
+        chunk_notes = index.current_chunk_notes() if mode == "fts" else index.chunk_notes()
     return keyword_notes(index.conn, fq.match, filters, _chunk_depth(depth), depth, chunk_notes)
 
 
@@ -370,9 +374,9 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
     lists: dict[str, list[ChunkHit]] = {}
     warnings = []
     if mode in ("fts", "hybrid"):
-        lists["fts"] = keyword_list(index, fq, filters, depth)
+        lists["fts"] = keyword_list(index, fq, filters, depth, mode)
     if translation is not None and mode in ("fts", "hybrid"):
-        lists["translated"] = keyword_list(index, translation.query, filters, depth)
+        lists["translated"] = keyword_list(index, translation.query, filters, depth, mode)
     if mode in ("vector", "hybrid") and fq.terms:
         lists["vector"], warning = vector_list(index, query, filters, depth)
         warnings += [warning] if warning else []
@@ -515,11 +519,11 @@ def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, transla
     specific: dict[str, float] = {}
     if translation is not None:
         words = list(dict.fromkeys([*fq.terms, *(w for ws in translation.sources.values() for w in ws)]))
-        found = chunks_containing(conn, words, chunk_ids)
         # The query's own words were counted in stage 2; only the translations are new.
         known = freqs.df if freqs else {}
         counted = document_frequencies(conn, [w for w in words if w not in known])
         df = {**known, **counted.df}
+        found = chunks_containing(conn, words, chunk_ids, df)
         specific = {w: idf(n, counted.chunks) / idf(0, counted.chunks) for w, n in df.items()}
 
     def credit(term: str, chunk: int) -> float:
