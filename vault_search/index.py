@@ -9,12 +9,13 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from indexer.config import VaultConfig, load_config
 from indexer.errors import IndexVersionError
-from indexer.segment import Segmenter
+from indexer.segment import HAN_CLASS, Segmenter
 from indexer.store import get_meta, vectors_state
 from indexer.sync import Progress, SyncReport
 from indexer.writer import IndexWriter
@@ -41,6 +42,8 @@ class Index:
         self._vectors_key: tuple | None = None
         self._chunk_notes: ChunkNotes | None = None
         self._chunk_notes_key: tuple | None = None
+        self._han_share: float | None = None
+        self._han_share_key: tuple | None = None
 
     # -- lifecycle and writing: indexer/writer.py -------------------------
     @classmethod
@@ -186,6 +189,16 @@ class Index:
             self._vectors_key = key
         return self._vectors
 
+    def han_share(self) -> float | None:
+        """The share of Han characters among the notes' Han and Latin letters
+        (None: no letters at all; ``sample_han_share``), read again whenever
+        the chunks have changed."""
+        key = self._chunks_key()
+        if self._han_share_key != key:
+            self._han_share = sample_han_share(self.conn)
+            self._han_share_key = key
+        return self._han_share
+
     def chunk_notes(self) -> ChunkNotes:
         """Each chunk's note (``vector.ChunkNotes``), read again whenever the
         chunks have changed (``_chunks_key``)."""
@@ -212,8 +225,11 @@ class Index:
         ones read before. Keying on every commit instead (``PRAGMA
         data_version``) read them again after a no-op sync's or a rerank
         cache's write."""
-        row = self.conn.execute("SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), "
-                                "(SELECT count(*) FROM chunks)").fetchone()
+        try:
+            row = self.conn.execute("SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), "
+                                    "(SELECT count(*) FROM chunks)").fetchone()
+        except sqlite3.OperationalError:   # nothing indexed yet: no chunks table, or no sqlite_sequence
+            row = (None, 0)
         return (self.writer.generation, row[0], row[1])
 
     def obsidian_uri(self, path: str) -> str:
@@ -237,3 +253,27 @@ class Index:
     def status(self, warnings_limit: int = 50) -> IndexStatus:
         return status.index_status(self.conn, self.config, warnings_limit)
 
+
+HAN_SAMPLE_CHUNKS = 400   # chunks read to tell the notes' script ...
+HAN_SAMPLE_CHARS = 400    # ... and characters of each
+_HAN_RE = re.compile(f"[{HAN_CLASS}]")
+_LATIN_RE = re.compile(r"[A-Za-z]")
+
+
+def sample_han_share(conn: sqlite3.Connection) -> float | None:
+    """``Index.han_share`` read from the database: the opening characters of
+    every n-th chunk in id order, so that the sample spans the whole index
+    (old notes and new alike), not its head."""
+    try:
+        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    except sqlite3.OperationalError:   # nothing indexed yet
+        return None
+    if not total:
+        return None
+    step = max(1, total // HAN_SAMPLE_CHUNKS)
+    rows = conn.execute(
+        "SELECT substr(text, 1, ?) FROM (SELECT text, row_number() OVER (ORDER BY id) AS n FROM chunks) "
+        "WHERE (n - 1) % ? = 0 LIMIT ?", (HAN_SAMPLE_CHARS, step, HAN_SAMPLE_CHUNKS)).fetchall()
+    han = sum(len(_HAN_RE.findall(text)) for (text,) in rows)
+    latin = sum(len(_LATIN_RE.findall(text)) for (text,) in rows)
+    return han / (han + latin) if han + latin else None

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sqlite3
 import sys
 import threading
@@ -88,6 +89,12 @@ TRANSLATE_BELOW = 0.5
 # The translated list's weight, times the share of the query the index did not know.
 TRANSLATED_WEIGHT = 1.0
 MIN_TRANSLATION_WEIGHT = 0.2   # rarer senses drift off the topic
+# A query in a script the notes mostly are not (``foreign_query``) is translated
+# whatever its coverage, and its translation weighs at least this much.
+FOREIGN_TRANSLATED_WEIGHT = 0.7
+MOSTLY_HAN = 0.5    # notes whose letters are mostly Han characters ...
+HARDLY_HAN = 0.05   # ... and notes with next to none
+LATIN_RE = re.compile(r"[A-Za-z]")
 # A note whose name shares this share of its character n-grams with the query
 # (Dice) is listed by the title list (stage 3b), fused with TITLE_WEIGHT.
 TITLE_SIMILARITY = 0.5
@@ -127,7 +134,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             fq = fts_query(query, index.segmenter)
             freqs = document_frequencies(conn, fq.terms)
             coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None
-            translation = translated_query(conn, fq) if needs_translation(mode, fq, coverage) else None
+            foreign = mode == "hybrid" and foreign_query(index, query)
+            translation = translated_query(conn, fq) if needs_translation(mode, fq, coverage, foreign) else None
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
                                               note_depth(mode, limit, options.depth), translation)
             embedded, chunks = vector_coverage(conn, index.model_spec)
@@ -136,7 +144,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             if embedded < chunks:
                 warnings.append(f"{chunks - embedded} of {chunks} chunks still wait for a vector: vector search "
                                 "sees the others only (`vault-search index`, or a running `serve`, embeds them)")
-            fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0, coverage)
+            fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0, coverage,
+                          foreign)
             named = name_matches(conn, query, filters)
             fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named], filters))
             floor = min_score(options, mode)
@@ -361,10 +370,29 @@ def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[Chunk
     return [ChunkHit(opening[n], n, round(best[n], 4), rank) for rank, n in enumerate(alike, 1) if n in opening]
 
 
-def needs_translation(mode: str, fq: FtsQuery, coverage: float | None) -> bool:
+def needs_translation(mode: str, fq: FtsQuery, coverage: float | None, foreign: bool = False) -> bool:
     """The hybrid translates a query when less than TRANSLATE_BELOW of its words
-    (IDF-weighted) occur in the index: a question in the notes' other language."""
-    return mode == "hybrid" and bool(fq.terms) and coverage is not None and coverage < TRANSLATE_BELOW
+    (IDF-weighted) occur in the index, or when it is ``foreign``: written in a
+    script the notes mostly are not (``foreign_query``). Either way, a question
+    in the notes' other language."""
+    if mode != "hybrid" or not fq.terms or coverage is None:
+        return False
+    return foreign or coverage < TRANSLATE_BELOW
+
+
+def foreign_query(index: Index, query: str) -> bool:
+    """The query is written in a script the notes mostly are not: Latin letters
+    and no Han over notes mostly in Han (``Index.han_share`` at least
+    MOSTLY_HAN), or Han over notes with next to none (under HARDLY_HAN). Its
+    words then match the notes' stray fragments (code, names, loanwords: an
+    English question over oldwinter's Chinese notes finds 60-70 % of its words
+    somewhere), so word coverage alone overstates what the keyword list can do."""
+    share = index.han_share()
+    if share is None:
+        return False
+    if has_han(query):
+        return share < HARDLY_HAN
+    return share >= MOSTLY_HAN and LATIN_RE.search(query) is not None
 
 
 def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str,
@@ -453,7 +481,8 @@ class Fusion:
 
 
 def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
-         options: SearchOptions, embedded_share: float = 1.0, coverage: float | None = None) -> Fusion:
+         options: SearchOptions, embedded_share: float = 1.0, coverage: float | None = None,
+         foreign: bool = False) -> Fusion:
     """Stage 4: weighted RRF of the lists; in the hybrid, unless the keyword weight is
     given, it is scaled by the query's word coverage (fusion.keyword_weight), and
     unless the vector weight is given, by the share of chunks that have a vector,
@@ -469,6 +498,8 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
     if "translated" in lists:
         # The translation stands in for the words the index does not know.
         weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (coverage or 0.0))
+        if foreign:   # the words it shares with the notes are fragments: coverage says less
+            weights["translated"] = max(weights["translated"], FOREIGN_TRANSLATED_WEIGHT)
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** PARTIAL_POWER
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None)
