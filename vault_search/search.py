@@ -92,8 +92,9 @@ MIN_TRANSLATION_WEIGHT = 0.2   # rarer senses drift off the topic
 # A query in a script the notes mostly are not (``foreign_query``) is translated
 # whatever its coverage, and its translation weighs at least this much.
 FOREIGN_TRANSLATED_WEIGHT = 0.7
-MOSTLY_HAN = 0.5    # notes whose letters are mostly Han characters ...
+MOSTLY_HAN = 0.5    # notes whose words are mostly Han (Index.han_share) ...
 HARDLY_HAN = 0.05   # ... and notes with next to none
+FOREIGN_MIN_TERMS = 4   # fewer words are a name or a command, not a question
 LATIN_RE = re.compile(r"[A-Za-z]")
 # A note whose name shares this share of its character n-grams with the query
 # (Dice) is listed by the title list (stage 3b), fused with TITLE_WEIGHT.
@@ -134,7 +135,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             fq = fts_query(query, index.segmenter)
             freqs = document_frequencies(conn, fq.terms)
             coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None
-            foreign = mode == "hybrid" and foreign_query(index, query)
+            foreign = mode == "hybrid" and foreign_query(index, fq)
             translation = translated_query(conn, fq) if needs_translation(mode, fq, coverage, foreign) else None
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
                                               note_depth(mode, limit, options.depth), translation)
@@ -194,7 +195,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         if packed.changed:
             warnings.append(f"left out, edited since they were indexed (run `vault-search index`): "
                             f"{', '.join(packed.changed[:3])}")
-    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts) \
+    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts,
+                    foreign, index.han_share() if options.explain and mode == "hybrid" else None) \
         if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms,
@@ -380,19 +382,26 @@ def needs_translation(mode: str, fq: FtsQuery, coverage: float | None, foreign: 
     return foreign or coverage < TRANSLATE_BELOW
 
 
-def foreign_query(index: Index, query: str) -> bool:
-    """The query is written in a script the notes mostly are not: Latin letters
-    and no Han over notes mostly in Han (``Index.han_share`` at least
-    MOSTLY_HAN), or Han over notes with next to none (under HARDLY_HAN). Its
-    words then match the notes' stray fragments (code, names, loanwords: an
-    English question over oldwinter's Chinese notes finds 60-70 % of its words
-    somewhere), so word coverage alone overstates what the keyword list can do."""
+def foreign_query(index: Index, fq: FtsQuery) -> bool:
+    """The query is a question written in a script the notes mostly are not:
+    at least FOREIGN_MIN_TERMS words, Latin letters and no Han over notes
+    mostly in Han (``Index.han_share`` at least MOSTLY_HAN), or Han over notes
+    with next to none (under HARDLY_HAN). Its words then match the notes'
+    stray fragments (names, loanwords: an English question over oldwinter's
+    Chinese notes finds 60-70 % of its words somewhere), so word coverage
+    alone overstates what the keyword list can do. A few words ("kubectl
+    apply", "docker compose") are a name or a command the notes use, not a
+    question: translating them ("apply" -> 应用, 使用) only adds noise. Read
+    from the query's terms, which are folded (full-width letters as ASCII)."""
+    if len(fq.terms) < FOREIGN_MIN_TERMS:
+        return False
     share = index.han_share()
     if share is None:
         return False
-    if has_han(query):
+    text = " ".join(fq.terms)
+    if has_han(text):
         return share < HARDLY_HAN
-    return share >= MOSTLY_HAN and LATIN_RE.search(query) is not None
+    return share >= MOSTLY_HAN and LATIN_RE.search(text) is not None
 
 
 def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str,
@@ -500,6 +509,8 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
         weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (coverage or 0.0))
         if foreign:   # the words it shares with the notes are fragments: coverage says less
             weights["translated"] = max(weights["translated"], FOREIGN_TRANSLATED_WEIGHT)
+        if options.weights and "translated" in options.weights:
+            weights["translated"] = options.weights["translated"]
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** PARTIAL_POWER
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None)
@@ -870,7 +881,8 @@ def related(conn: sqlite3.Connection, config: VaultConfig, hits: list[SearchResu
 def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion: Fusion,
             named_paths: dict[str, str], ages: dict[int, tuple[str, float]], pairs: list[Pair],
             proofs: dict[int, Evidence] | None = None, translation: Translation | None = None,
-            boosts: dict[int, tuple[float | None, float]] | None = None) -> Explain:
+            boosts: dict[int, tuple[float | None, float]] | None = None, foreign: bool = False,
+            han_share: float | None = None) -> Explain:
     """Stage 10: the trace of a search: its FTS query, filters, fusion settings, name
     matches, and each result's ranks and scores."""
     return Explain(
@@ -891,4 +903,5 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            evidence={k: round(v, 3) for k, v in asdict(proofs[f.note_id]).items()}
                            if proofs and f.note_id in proofs else None)
                for f, r in pairs],
-        translated_match=translation.query.match if translation else None)
+        translated_match=translation.query.match if translation else None,
+        foreign_query=foreign, notes_han_share=None if han_share is None else round(han_share, 3))
