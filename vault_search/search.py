@@ -196,8 +196,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             warnings.append(f"left out, edited since they were indexed (run `vault-search index`): "
                             f"{', '.join(packed.changed[:3])}")
     trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts,
-                    foreign, index.han_share() if options.explain and mode == "hybrid" else None) \
-        if options.explain else None
+                    index.han_share() if mode == "hybrid" else None) if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms,
                           tokens=packed.tokens if packed else None,
@@ -487,6 +486,7 @@ class Fusion:
     fused: list[Fused]            # best first
     weights: dict[str, float]     # the weights used
     coverage: float | None        # hybrid: the share of the query's words the index knows
+    foreign: bool = False         # hybrid: a question in a script the notes mostly are not (foreign_query)
 
 
 def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
@@ -513,7 +513,8 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
             weights["translated"] = options.weights["translated"]
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** PARTIAL_POWER
-    return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None)
+    return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None,
+                  foreign)
 
 
 # Calibrated vector evidence: a chunk this many standard deviations above the
@@ -881,7 +882,7 @@ def related(conn: sqlite3.Connection, config: VaultConfig, hits: list[SearchResu
 def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion: Fusion,
             named_paths: dict[str, str], ages: dict[int, tuple[str, float]], pairs: list[Pair],
             proofs: dict[int, Evidence] | None = None, translation: Translation | None = None,
-            boosts: dict[int, tuple[float | None, float]] | None = None, foreign: bool = False,
+            boosts: dict[int, tuple[float | None, float]] | None = None,
             han_share: float | None = None) -> Explain:
     """Stage 10: the trace of a search: its FTS query, filters, fusion settings, name
     matches, and each result's ranks and scores."""
@@ -904,4 +905,4 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            if proofs and f.note_id in proofs else None)
                for f, r in pairs],
         translated_match=translation.query.match if translation else None,
-        foreign_query=foreign, notes_han_share=None if han_share is None else round(han_share, 3))
+        foreign_query=fusion.foreign, notes_han_share=None if han_share is None else round(han_share, 3))
