@@ -352,7 +352,7 @@ def growth_markdown(data: dict) -> list[str]:
                          p["noop_index_s"]["median"], p["one_note_changed_index_s"],
                          f"{p['index_mb']} ({p['index_with_vectors_mb']})",
                          f"{w['fts']['p50']} / {w['fts']['p95']}", w["vector"]["p50"],
-                         f"{w['hybrid']['p50']} ({w['hybrid'].get('first_p50')} / {w['hybrid'].get('repeat_p50')})",
+                         _first_repeat(w["hybrid"]),
                          _first_repeat(w.get("hybrid_model")),
                          f"{p['cli_cold_s']['en']} / {p['cli_cold_s']['zh']}",
                          f"{p['cli_via_server_s']['en']} / {p['cli_via_server_s']['zh']}"])
@@ -373,7 +373,8 @@ def growth_markdown(data: dict) -> list[str]:
 
 
 def _first_repeat(w: dict | None) -> str:
-    return f"{w['p50']} ({w['first_p50']} / {w['repeat_p50']})" if w else "-"
+    """p50 (first-seen / repeated), as warm_latency reports them ("-": not measured)."""
+    return f"{w['p50']} ({w.get('first_p50')} / {w.get('repeat_p50')})" if w else "-"
 
 
 def growth_charts(data: dict) -> list:

@@ -206,7 +206,7 @@ def test_keyword_notes_name_each_chunks_note_from_the_arrays_as_the_join_does(va
 @pytest.mark.parametrize("factor", [0, 10, 10**9])   # always rowid IN (...), the default, always the id range
 def test_term_share_and_chunks_containing_agree_with_asking_chunk_by_chunk(vault, index_dir, monkeypatch, factor):
     from vault_search import keyword
-    from vault_search.keyword import chunks_containing, term_share
+    from vault_search.keyword import chunks_containing, document_frequencies, term_share
     from vault_search.query import quote_term
 
     monkeypatch.setattr(keyword, "RANGE_READ_FACTOR", factor)
@@ -221,7 +221,7 @@ def test_term_share_and_chunks_containing_agree_with_asking_chunk_by_chunk(vault
             return conn.execute("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
                                 (quote_term(term), cid)).fetchone() is not None
 
-        found = chunks_containing(conn, terms, chunk_ids)
+        found = chunks_containing(conn, terms, chunk_ids, document_frequencies(conn, terms).df)
         assert found == {t: {c for c in chunk_ids if has(t, c)} for t in terms}
         assert any(found.values()) and set().union(*found.values()) <= set(chunk_ids)
         for query in QUERIES:
@@ -272,7 +272,7 @@ def _vault_of(root, notes):
 
 
 def test_han_share_tells_the_notes_script_and_follows_their_changes(tmp_path):
-    from vault_search.index import sample_han_share
+    from vault_search.search import sample_han_share
 
     zh = _vault_of(tmp_path / "zh", ZH_NOTES)
     with Index.open(zh, tmp_path / "zh-index", create=True) as idx:
@@ -340,11 +340,11 @@ def test_a_foreign_query_is_translated_even_when_its_words_are_found_in_fragment
 
 
 def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monkeypatch):
-    import vault_search.index as index_module
+    from vault_search import search as search_module
 
     calls = []
-    real = index_module.sample_han_share
-    monkeypatch.setattr(index_module, "sample_han_share", lambda conn: calls.append(1) or real(conn))
+    real = search_module.sample_han_share
+    monkeypatch.setattr(search_module, "sample_han_share", lambda conn: calls.append(1) or real(conn))
     notes = {f"笔记{i}.md": f"# 笔记{i}\n\n今天读书第{i}章，记下要点。\n" for i in range(30)}
     vault = _vault_of(tmp_path / "v", notes)
     with Index.open(vault, tmp_path / "index", create=True) as idx:

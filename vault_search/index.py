@@ -9,13 +9,12 @@
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from indexer.config import VaultConfig, load_config
 from indexer.errors import IndexVersionError
-from indexer.segment import HAN_CLASS, Segmenter
+from indexer.segment import Segmenter
 from indexer.store import get_meta, vectors_state
 from indexer.sync import Progress, SyncReport
 from indexer.writer import IndexWriter
@@ -190,14 +189,14 @@ class Index:
         return self._vectors
 
     def han_share(self) -> float | None:
-        """How much of the notes' prose is Chinese (``sample_han_share``; None:
+        """How much of the notes' prose is Chinese (``search.sample_han_share``; None:
         no words at all). Read again when the index is rebuilt or its chunk
         count has moved by more than a tenth since: an edited note does not
         change a vault's language, and a reading costs 20 ms at 100k chunks."""
         generation, _, count = self._chunks_key()
         known = self._han_share_key
-        if known is None or known[0] != generation or abs(count - known[1]) > HAN_SHARE_DRIFT * max(known[1], 1):
-            self._han_share = sample_han_share(self.conn)
+        if known is None or known[0] != generation or abs(count - known[1]) > search.HAN_SHARE_DRIFT * max(known[1], 1):
+            self._han_share = search.sample_han_share(self.conn)
             self._han_share_key = (generation, count)
         return self._han_share
 
@@ -257,46 +256,3 @@ class Index:
     def status(self, warnings_limit: int = 50) -> IndexStatus:
         return status.index_status(self.conn, self.config, warnings_limit)
 
-
-HAN_SAMPLE_CHUNKS = 400   # chunks read to tell the notes' language ...
-HAN_SAMPLE_CHARS = 400    # ... and characters of each
-HAN_SHARE_DRIFT = 0.1     # Index.han_share is read again past this change in the chunk count
-# A Chinese word is one to two characters: two Han characters weigh as one
-# Latin word. Code, inline code, link targets and URLs are not prose: a
-# Chinese note with a YAML block would otherwise look mostly English.
-HAN_CHARS_PER_WORD = 2
-_HAN_RE = re.compile(f"[{HAN_CLASS}]")
-_LATIN_WORD_RE = re.compile(r"[A-Za-z]+")
-_NOT_PROSE_RE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)|`[^`\n]*`|\]\([^)]*\)|https?://\S+",
-                           re.DOTALL)
-
-
-def sample_han_share(conn: sqlite3.Connection) -> float | None:
-    """``Index.han_share`` read from the database: the share of Han among
-    the words of the opening characters of up to HAN_SAMPLE_CHUNKS chunks at
-    evenly spaced ids (old notes and new alike, not the index's head; each
-    found through the primary key), code, link targets and URLs left out."""
-    try:
-        low, high = conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        return None   # nothing indexed yet
-    if low is None:
-        return None
-    step = max(1.0, (high - low + 1) / HAN_SAMPLE_CHUNKS)
-    seen: set[int] = set()
-    han = words = 0.0
-    for i in range(HAN_SAMPLE_CHUNKS):
-        at = low + int(i * step)
-        if at > high:
-            break
-        row = conn.execute("SELECT id, substr(text, 1, ?) FROM chunks WHERE id >= ? ORDER BY id LIMIT 1",
-                           (HAN_SAMPLE_CHARS, at)).fetchone()
-        if row is None or row[0] in seen:
-            continue
-        seen.add(row[0])
-        prose = _NOT_PROSE_RE.sub(" ", row[1])
-        han += len(_HAN_RE.findall(prose)) / HAN_CHARS_PER_WORD
-        words += len(_LATIN_WORD_RE.findall(prose))
-    return han / (han + words) if han + words else None

@@ -56,14 +56,10 @@ def keyword_notes(conn: sqlite3.Connection, match: str, filters: SearchFilters, 
         return []
     import numpy as np
 
-    notes = chunk_notes.notes_of(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
-    kept = np.flatnonzero(notes >= 0)          # a chunk missing from the arrays is gone: not ranked
-    _, first = np.unique(notes[kept], return_index=True)
-    out = []
-    for rank in np.sort(first)[:note_depth].tolist():
-        cid, bm = rows[kept[rank]]
-        out.append(ChunkHit(cid, int(notes[kept[rank]]), -bm, rank + 1))
-    return out
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    chosen, notes, ranks = chunk_notes.first_per_note(ids, note_depth)
+    return [ChunkHit(rows[i][0], n, -rows[i][1], rank)
+            for i, n, rank in zip(chosen.tolist(), notes.tolist(), ranks.tolist())]
 
 
 def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, depth: int) -> list[ChunkHit]:
@@ -164,14 +160,13 @@ def term_share(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int],
 
 
 def chunks_containing(conn: sqlite3.Connection, terms: list[str], chunk_ids: list[int],
-                      df: dict[str, int] | None = None) -> dict[str, set[int]]:
+                      df: dict[str, int]) -> dict[str, set[int]]:
     """term -> the chunks among ``chunk_ids`` that contain it (``df``: how
-    many chunks contain each term, where known)."""
+    many chunks of the index contain each term, ``document_frequencies``)."""
     if not chunk_ids:
         return {}
     wanted = set(chunk_ids)
-    df = df or {}
-    return {term: _containing(conn, term, wanted, df.get(term)) for term in dict.fromkeys(terms)}
+    return {term: _containing(conn, term, wanted, df[term]) for term in dict.fromkeys(terms)}
 
 
 # A term whose chunks number at most this many times the candidates is read
@@ -180,9 +175,9 @@ def chunks_containing(conn: sqlite3.Connection, terms: list[str], chunk_ids: lis
 RANGE_READ_FACTOR = 10
 
 
-def _containing(conn: sqlite3.Connection, term: str, wanted: set[int], df: int | None = None) -> set[int]:
+def _containing(conn: sqlite3.Connection, term: str, wanted: set[int], df: int) -> set[int]:
     """The chunks among ``wanted`` (not empty) that contain ``term`` (in ``df``
-    chunks of the index, counted here when not given). FTS5 does not use
+    chunks of the index). FTS5 does not use
     ``rowid IN (...)`` to skip through a term's chunks: it costs about the same
     for any term (10k-note growth vault: 3.5 ms a term for 120 ids), while
     reading the term's chunks in the ids' range costs what the term has
@@ -190,8 +185,6 @@ def _containing(conn: sqlite3.Connection, term: str, wanted: set[int], df: int |
     chunks). So: the range for a term in at most RANGE_READ_FACTOR x as many
     chunks as are wanted, the list for a commoner one."""
     quoted = quote_term(term)
-    if df is None:
-        df = conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (quoted,)).fetchone()[0]
     if df > RANGE_READ_FACTOR * len(wanted):
         ids = sorted(wanted)
         return {cid for (cid,) in conn.execute(

@@ -48,7 +48,7 @@ from urllib.parse import quote
 from indexer.config import VaultConfig
 from indexer.errors import UsageValueError, VaultSearchError
 from indexer.plain import reading_text
-from indexer.segment import WORD_RE, has_han
+from indexer.segment import HAN_RUN_RE, WORD_RE, has_han
 from indexer.store import describe_db_error, name_key, vectors_state
 
 from . import priors
@@ -95,7 +95,16 @@ FOREIGN_TRANSLATED_WEIGHT = 0.7
 MOSTLY_HAN = 0.5    # notes whose words are mostly Han (Index.han_share) ...
 HARDLY_HAN = 0.05   # ... and notes with next to none
 FOREIGN_MIN_TERMS = 4   # fewer words are a name or a command, not a question
-LATIN_RE = re.compile(r"[A-Za-z]")
+LATIN_WORD_RE = re.compile(r"[A-Za-z]+")
+HAN_SAMPLE_CHUNKS = 400   # chunks read to tell the notes' language ...
+HAN_SAMPLE_CHARS = 400    # ... and characters of each
+HAN_SHARE_DRIFT = 0.1     # Index.han_share is read again past this change in the chunk count
+# A Chinese word is one to two characters: two Han characters weigh as one
+# Latin word. Code, inline code, link targets and URLs are not prose: a
+# Chinese note with a YAML block would otherwise look mostly English.
+HAN_CHARS_PER_WORD = 2
+_NOT_PROSE_RE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)|`[^`\n]*`|\]\([^)]*\)|https?://\S+",
+                           re.DOTALL)
 # A note whose name shares this share of its character n-grams with the query
 # (Dice) is listed by the title list (stage 3b), fused with TITLE_WEIGHT.
 TITLE_SIMILARITY = 0.5
@@ -400,7 +409,38 @@ def foreign_query(index: Index, fq: FtsQuery) -> bool:
     text = " ".join(fq.terms)
     if has_han(text):
         return share < HARDLY_HAN
-    return share >= MOSTLY_HAN and LATIN_RE.search(text) is not None
+    return share >= MOSTLY_HAN and LATIN_WORD_RE.search(text) is not None
+
+
+def sample_han_share(conn: sqlite3.Connection) -> float | None:
+    """``Index.han_share`` read from the database: the share of Han among
+    the words of the opening characters of up to HAN_SAMPLE_CHUNKS chunks at
+    evenly spaced ids (old notes and new alike, not the index's head; each
+    found through the primary key), code, link targets and URLs left out."""
+    try:
+        low, high = conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return None   # nothing indexed yet
+    if low is None:
+        return None
+    step = max(1.0, (high - low + 1) / HAN_SAMPLE_CHUNKS)
+    seen: set[int] = set()
+    han = words = 0.0
+    for i in range(HAN_SAMPLE_CHUNKS):
+        at = low + int(i * step)
+        if at > high:
+            break
+        row = conn.execute("SELECT id, substr(text, 1, ?) FROM chunks WHERE id >= ? ORDER BY id LIMIT 1",
+                           (HAN_SAMPLE_CHARS, at)).fetchone()
+        if row is None or row[0] in seen:
+            continue
+        seen.add(row[0])
+        prose = _NOT_PROSE_RE.sub(" ", row[1])
+        han += sum(map(len, HAN_RUN_RE.findall(prose))) / HAN_CHARS_PER_WORD
+        words += len(LATIN_WORD_RE.findall(prose))
+    return han / (han + words) if han + words else None
 
 
 def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str,
@@ -504,13 +544,12 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
         weights["fts"] = keyword_weight(coverage, weights["fts"])
     if "title" in lists:
         weights["title"] = TITLE_WEIGHT
-    if "translated" in lists:
-        # The translation stands in for the words the index does not know.
+    if "translated" in lists and not (options.weights and "translated" in options.weights):
+        # The translation stands in for the words the index does not know; for a
+        # foreign question the words it shares with the notes are fragments.
         weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (coverage or 0.0))
-        if foreign:   # the words it shares with the notes are fragments: coverage says less
+        if foreign:
             weights["translated"] = max(weights["translated"], FOREIGN_TRANSLATED_WEIGHT)
-        if options.weights and "translated" in options.weights:
-            weights["translated"] = options.weights["translated"]
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** PARTIAL_POWER
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None,

@@ -108,6 +108,17 @@ class ChunkNotes:
         at = np.minimum(at, len(self.chunk_ids) - 1)
         return np.where(self.chunk_ids[at] == chunk_ids, self.note_ids[at], -1)
 
+    def first_per_note(self, chunk_ids: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For chunk ids best first: the positions of each note's best chunk
+        (at most ``limit`` notes, best first), those notes, and each chunk's
+        1-based rank among the chunks that still exist (``best_per_note`` on
+        arrays: the vector and keyword lists build hits for these only)."""
+        notes = self.notes_of(chunk_ids)
+        kept = np.flatnonzero(notes >= 0)
+        _, first = np.unique(notes[kept], return_index=True)
+        order = np.sort(first)[:limit]
+        return kept[order], notes[kept[order]], order + 1
+
 
 def vector_hits(chunk_notes: ChunkNotes, top: VectorTop) -> list[ChunkHit]:
     """Chunk hits with their note ids and z; rows whose chunk is gone are dropped."""
@@ -133,15 +144,11 @@ def nearest_notes(vectors: VectorIndex, chunk_notes: ChunkNotes, query: np.ndarr
     if len(ids) == 0 or note_depth <= 0:
         return []
     top, scores, mean, std = vectors.nearest_rows(query, chunk_depth, allowed)
-    notes = chunk_notes.notes_of(ids[top])
-    kept = notes >= 0
-    ranks = np.cumsum(kept)          # rank among the chunks that still exist
-    where = np.flatnonzero(kept)
-    _, first = np.unique(notes[where], return_index=True)
-    chosen = where[np.sort(first)][:note_depth]
-    z = (scores[top[chosen]].astype(np.float64) - mean) / std if std > 0 else np.zeros(len(chosen))
-    return [ChunkHit(int(ids[top[i]]), int(notes[i]), float(scores[top[i]]), int(ranks[i]), z=float(zi))
-            for i, zi in zip(chosen, z)]
+    chosen, notes, ranks = chunk_notes.first_per_note(ids[top], note_depth)
+    rows = top[chosen]
+    z = (scores[rows].astype(np.float64) - mean) / std if std > 0 else np.zeros(len(rows))
+    return [ChunkHit(int(ids[r]), int(n), float(scores[r]), int(rank), z=float(zi))
+            for r, n, rank, zi in zip(rows, notes, ranks, z)]
 
 
 def allowed_chunk_ids(conn: sqlite3.Connection, where: str, params: list) -> np.ndarray:
