@@ -477,14 +477,25 @@ class Segmenter:
                 tk.FREQ.setdefault(word[:i], 0)
         return parts
 
-    def _han_tokens(self, run: str) -> list[str]:
+    def han_words(self, text: str) -> list[list[str]]:
+        """The words of each run of Han characters in ``text``, as the cut
+        that ``segment`` starts from gives them: without the sub-words it
+        adds, so neighbours in a list are neighbours in the text (the pairs of
+        ``query.proximity_query``)."""
+        return [list(self._cut(self._tokenizer_for(run)[0], run))
+                for run in HAN_RUN_RE.findall(normalize(text))]
+
+    def _tokenizer_for(self, run: str) -> tuple[Any, dict[str, list[str]]]:
+        """The tokenizer that cuts ``run``, and its names' parts."""
         small = self._small
         # Only a run that occurs in the prepared text: every name inside it
         # occurs there too, so the prepared tokenizer has it.
         if small is not None and self._tk is None and run in small[2]:
-            tk, user_parts = small[0], small[1]
-        else:
-            tk, user_parts = self._tokenizer(), self._user_parts
+            return small[0], small[1]
+        return self._tokenizer(), self._user_parts
+
+    def _han_tokens(self, run: str) -> list[str]:
+        tk, user_parts = self._tokenizer_for(run)
         out: list[str] = []
         for word in self._cut(tk, run):
             parts = user_parts.get(word)

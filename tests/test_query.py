@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from indexer.segment import Segmenter
 from indexer.store import FTS_TOKENIZER
-from vault_search.query import MAX_QUERY_TERMS, fts_query
+from vault_search.query import MAX_QUERY_TERMS, PROXIMITY_WINDOW, fts_query, proximity_query
 
 HOSTILE = ["C++", '"', '""', "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "*", "a*", "foo-bar", "x:y",
            "title:secret", "\x00", "a\x00b", "", "   ", "(", ")", "^", "{a b}", "'; DROP TABLE notes; --",
@@ -90,3 +90,39 @@ def test_coverage_weighs_words_by_idf_and_a_typo_as_a_word_one_chunk_has(fts):
     assert w["deadline"] > w["tasks"] and w["obsidain"] == idf(1, 100) > w["deadline"]
     foreign = term_weights(Frequencies(chunks=100, df={"设置": 0, "日期": 0}))
     assert foreign == {"设置": 1.0, "日期": 1.0}
+
+
+@pytest.mark.parametrize("text,pairs", [
+    ("数据库索引怎么建", [("数据库", "索引"), ("索引", "建")]),   # 怎么 is a function word: skipped
+    ("数据库，索引", []),                                  # not across punctuation ...
+    ("数据库 SQLite 索引", []),                              # ... nor across another script's words
+    ("how do I build a database index", []),              # no Chinese: no pairs
+    ("索引 索引", []),                                      # a word next to itself is no phrase
+])
+def test_proximity_pairs_neighbouring_chinese_words_of_one_run(fts, text, pairs):
+    _, seg = fts
+    near = proximity_query(text, seg)
+    if not pairs:
+        assert near is None
+        return
+    assert near.match == " OR ".join(f'NEAR("{a}" "{b}", {PROXIMITY_WINDOW})' for a, b in pairs)
+    assert near.terms == list(dict.fromkeys(w for pair in pairs for w in pair))
+
+
+@pytest.mark.parametrize("text", HOSTILE + ["数据\"库\" NEAR(索引", "数据库" * 3000])
+def test_proximity_queries_of_hostile_text_never_raise_in_fts5(fts, text):
+    conn, seg = fts
+    near = proximity_query(text, seg)
+    if near is not None:
+        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (near.match,)).fetchall()
+
+
+def test_a_phrase_kept_together_matches_and_one_pulled_apart_does_not(fts):
+    conn, seg = fts
+    conn.execute("INSERT INTO t VALUES (?, ?)", ("near", seg.segment_text("建立数据库索引")))
+    far = "数据库" + "，".join(["一些别的内容"] * 10) + "索引"
+    conn.execute("INSERT INTO t VALUES (?, ?)", ("far", seg.segment_text(far)))
+    near = proximity_query("数据库索引", seg)
+    titles = [t for (t,) in conn.execute("SELECT title FROM t WHERE t MATCH ?", (near.match,))]
+    assert "near" in titles and "far" not in titles
+    conn.execute("DELETE FROM t WHERE title IN ('near', 'far')")

@@ -359,3 +359,30 @@ def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monk
             (vault / f"笔记{i}.md").unlink()
         idx.sync(embed=False)
         assert idx.han_share() < 0.5 and len(calls) == 2
+
+
+def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_first(tmp_path):
+    from indexer.embed import HashEmbedder
+    from vault_search.search import PROXIMITY_WEIGHT
+
+    gap = "要定期备份，备份文件放在另外一台机器上面保存好，每周检查一次"   # > PROXIMITY_WINDOW tokens
+    notes = {
+        "apart.md": "# 笔记甲\n\n" + "".join(f"数据库{gap}。索引{gap}。" for _ in range(3)) + "\n",
+        "together.md": "# 笔记乙\n\n怎样建立数据库索引。" + "今天天气很好，出去散步，看看公园里的花。" * 4 + "\n",
+        "other.md": "# 笔记丙\n\n今天天气很好，出去散步。\n",
+    }
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
+                    embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+        fts = idx.search("数据库索引", mode="fts", min_score=0)
+        # The vectors left out: the keyword list alone puts apart.md first, the phrase turns it.
+        hybrid = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, weights={"vector": 0.0})
+        english = idx.search("database index", mode="hybrid", explain=True, min_score=0)
+    assert [r.path for r in fts.results][:2] == ["apart.md", "together.md"]   # BM25 counts words anywhere
+    assert hybrid.results[0].path == "together.md" and hybrid.results[0].match in ("keyword", "both")
+    ranks = {r.path: r.proximity_rank for r in hybrid.explain.ranks}
+    assert ranks["together.md"] == 1 and ranks["apart.md"] is None
+    assert hybrid.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT)
+    assert "proximity" not in english.explain.weights
+    assert "proximity_rank" in hybrid.explain.ranks[0].to_dict()
+    assert "proximity_rank" not in hybrid.explain.ranks[-1].to_dict()
