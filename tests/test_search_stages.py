@@ -363,6 +363,7 @@ def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monk
 
 def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_first(tmp_path):
     from indexer.embed import HashEmbedder
+    from vault_search.render import render_explain
     from vault_search.search import PROXIMITY_WEIGHT
 
     gap = "要定期备份，备份文件放在另外一台机器上面保存好，每周检查一次"   # > PROXIMITY_WINDOW tokens
@@ -378,11 +379,18 @@ def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_fi
         # The vectors left out: the keyword list alone puts apart.md first, the phrase turns it.
         hybrid = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, weights={"vector": 0.0})
         english = idx.search("database index", mode="hybrid", explain=True, min_score=0)
+        filtered = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, path="apart.md")
+        halved = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, weights={"fts": 0.75})
     assert [r.path for r in fts.results][:2] == ["apart.md", "together.md"]   # BM25 counts words anywhere
     assert hybrid.results[0].path == "together.md" and hybrid.results[0].match in ("keyword", "both")
     ranks = {r.path: r.proximity_rank for r in hybrid.explain.ranks}
     assert ranks["together.md"] == 1 and ranks["apart.md"] is None
     assert hybrid.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT)
-    assert "proximity" not in english.explain.weights
+    assert hybrid.explain.proximity_match == 'NEAR("数据库" "索引", 7)'
+    assert any("Chinese phrases kept together" in line for line in render_explain(hybrid.explain, "hybrid"))
     assert "proximity_rank" in hybrid.explain.ranks[0].to_dict()
     assert "proximity_rank" not in hybrid.explain.ranks[-1].to_dict()
+    # a caller's keyword weight carries over; a filter applies to the phrases' list too
+    assert halved.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT / 2)
+    assert [r.path for r in filtered.results] == ["apart.md"] and filtered.explain.proximity_match is None
+    assert "proximity" not in english.explain.weights and english.explain.proximity_match is None

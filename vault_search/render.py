@@ -113,12 +113,16 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
             why = (f"a question in a script the notes mostly are not (Han share {ex.notes_han_share})"
                    if ex.foreign_query else "most of its words are not in the index")
             lines.append(click.style(f"translated ({why}): {ex.translated_match}", dim=True))
+        if ex.proximity_match:
+            lines.append(click.style(f"Chinese phrases kept together: {ex.proximity_match}", dim=True))
     for row in ex.ranks:
         parts = []
         if row.fts_rank is not None:
             parts.append(f"fts #{row.fts_rank} (bm25 {row.fts_score})")
         if row.vector_rank is not None:
             parts.append(f"vector #{row.vector_rank} (cos {row.vector_score})")
+        if row.proximity_rank is not None:
+            parts.append(f"phrase #{row.proximity_rank}")
         parts.append(f"fused {row.fused_score:.5f}")
         if row.rerank_score is not None:
             parts.append(f"judge {row.rerank_score:g}/10, blended {row.blended_score:.4f}")

@@ -10,8 +10,12 @@ the index, whatever a writer does meanwhile.
 1. segment       ``prepare`` cleans the text, checks the options and builds
                  the filters; ``query.fts_query`` segments the text the way
                  the notes were segmented.
-2. keyword list  ``keyword_list``: BM25 over FTS5, the best chunk of each note.
-3. vector list   ``vector_list``: the chunks nearest the query's embedding.
+2. keyword list  ``keyword_list``: BM25 over FTS5, the best chunk of each note;
+                 in the hybrid also over the query's translation
+                 (``translated_query``) or over its Chinese phrases
+                 (``query.proximity_query``).
+3. vector list   ``vector_list``: the chunks nearest the query's embedding;
+                 in the hybrid, ``title_list`` adds the notes named like it.
                  (``retriever_lists`` runs 2 and 3 for a mode; the fusion
                  tuner calls it too.)
 4. fuse          ``fuse``: weighted reciprocal-rank fusion (fusion.py), the
@@ -106,8 +110,9 @@ HAN_CHARS_PER_WORD = 2
 _NOT_PROSE_RE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)|`[^`\n]*`|\]\([^)]*\)|https?://\S+",
                            re.DOTALL)
 # The proximity list (the query's neighbouring Chinese words kept together,
-# query.proximity_query) weighs this share of the keyword list's weight before
-# its base (so half of what the vector list weighs at full coverage). On the
+# query.proximity_query) weighs this share of the keyword list's weight over
+# its base weight, and so follows the coverage and a caller's keyword weight
+# (half of what the vector list weighs at full coverage). On the
 # dev set's Chinese vault, hybrid hit@1 0.756 -> 0.789 at 0.5 (0.767 at 0.3,
 # 0.778 at 0.75 and 1.0); nothing moved on the English one.
 PROXIMITY_WEIGHT = 0.5
@@ -151,9 +156,9 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             freqs = document_frequencies(conn, fq.terms)
             coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None
             foreign = mode == "hybrid" and foreign_query(index, fq)
-            translation = translated_query(conn, fq) if needs_translation(mode, fq, coverage, foreign) else None
+            translation, near = side_queries(index, query, fq, mode, coverage, foreign)
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
-                                              note_depth(mode, limit, options.depth), translation)
+                                              note_depth(mode, limit, options.depth), translation, near)
             embedded, chunks = vector_coverage(conn, index.model_spec)
             if embedded < chunks and mode == "hybrid":
                 lists = completed_vector_list(index, lists)
@@ -210,7 +215,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
         if packed.changed:
             warnings.append(f"left out, edited since they were indexed (run `vault-search index`): "
                             f"{', '.join(packed.changed[:3])}")
-    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, translation, boosts,
+    trace = explain(fq, filters, options, fusion, named_paths, ages, pairs, proofs, (translation, near), boosts,
                     index.han_share() if mode == "hybrid" else None) if options.explain else None
     return SearchResponse(query=query, mode=mode, took_ms=round((time.perf_counter() - t0) * 1000, 2),
                           warnings=warnings, results=results, explain=trace, terms=fq.terms,
@@ -449,18 +454,28 @@ def sample_han_share(conn: sqlite3.Connection) -> float | None:
     return han / (han + words) if han + words else None
 
 
-def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str,
-                    depth: int, translation: Translation | None = None) -> tuple[dict[str, list[ChunkHit]], list[str]]:
+def side_queries(index: Index, query: str, fq: FtsQuery, mode: str, coverage: float | None,
+                 foreign: bool) -> tuple[Translation | None, FtsQuery | None]:
+    """Stage 2b, in the hybrid: the query's translation when it needs one
+    (``needs_translation``), else its Chinese phrases (``query.proximity_query``:
+    a translated question's own words are fragments of another language)."""
+    if needs_translation(mode, fq, coverage, foreign):
+        return translated_query(index.conn, fq), None
+    return None, proximity_query(query, index.segmenter) if mode == "hybrid" else None
+
+
+def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str, depth: int,
+                    translation: Translation | None = None,
+                    near: FtsQuery | None = None) -> tuple[dict[str, list[ChunkHit]], list[str]]:
     """Stages 2 and 3: each retriever's list for ``mode`` ("fts", "vector";
-    "translated" when a ``translation`` is given), and warnings."""
+    in the hybrid, "translated" for a ``translation``, "proximity" for the
+    phrases ``near``, and "title"), and warnings."""
     lists: dict[str, list[ChunkHit]] = {}
     warnings = []
     if mode in ("fts", "hybrid"):
         lists["fts"] = keyword_list(index, fq, filters, depth, mode)
-    # A translated question's own words are fragments of another language: no phrases.
-    if mode == "hybrid" and translation is None and (near := proximity_query(query, index.segmenter)):
-        if hits := keyword_list(index, near, filters, depth, mode):
-            lists["proximity"] = hits
+    if near is not None and mode == "hybrid" and (hits := keyword_list(index, near, filters, depth, mode)):
+        lists["proximity"] = hits
     if translation is not None and mode in ("fts", "hybrid"):
         lists["translated"] = keyword_list(index, translation.query, filters, depth, mode)
     if mode in ("vector", "hybrid") and fq.terms:
@@ -555,7 +570,7 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
     if "title" in lists:
         weights["title"] = TITLE_WEIGHT
     if "proximity" in lists and not (options.weights and "proximity" in options.weights):
-        weights["proximity"] = PROXIMITY_WEIGHT * keyword_weight(1.0 if coverage is None else coverage)
+        weights["proximity"] = PROXIMITY_WEIGHT * weights["fts"] / KEYWORD_BASE_WEIGHT
     if "translated" in lists and not (options.weights and "translated" in options.weights):
         # The translation stands in for the words the index does not know; for a
         # foreign question the words it shares with the notes are fragments.
@@ -932,11 +947,14 @@ def related(conn: sqlite3.Connection, config: VaultConfig, hits: list[SearchResu
 
 def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion: Fusion,
             named_paths: dict[str, str], ages: dict[int, tuple[str, float]], pairs: list[Pair],
-            proofs: dict[int, Evidence] | None = None, translation: Translation | None = None,
+            proofs: dict[int, Evidence] | None = None,
+            side: tuple[Translation | None, FtsQuery | None] = (None, None),
             boosts: dict[int, tuple[float | None, float]] | None = None,
             han_share: float | None = None) -> Explain:
     """Stage 10: the trace of a search: its FTS query, filters, fusion settings, name
-    matches, and each result's ranks and scores."""
+    matches, and each result's ranks and scores. ``side``: the query's
+    translation and Chinese phrases (``side_queries``)."""
+    translation, near = side
     return Explain(
         fts_match=fq.match, terms=fq.terms, filters=filters.sql()[0] if filters else None,
         rrf_k=options.rrf_k or RRF_K, weights={k: round(v, 4) for k, v in fusion.weights.items()},
@@ -957,4 +975,5 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            if proofs and f.note_id in proofs else None)
                for f, r in pairs],
         translated_match=translation.query.match if translation else None,
+        proximity_match=near.match if near and "proximity" in fusion.weights else None,
         foreign_query=fusion.foreign, notes_han_share=None if han_share is None else round(han_share, 3))
