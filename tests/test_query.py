@@ -99,6 +99,8 @@ def test_coverage_weighs_words_by_idf_and_a_typo_as_a_word_one_chunk_has(fts):
     ("数据库 SQLite 索引", []),                                # ... and so do another script's words
     ("how do I build a database index", []),                  # no Chinese: no pairs
     ("索引 索引", []),                                          # a word next to itself is no phrase
+    ("数据库\n索引", []),                                       # a line end ends a phrase
+    ("索引数据库 数据库索引", [("索引", "数据库")]),              # NEAR has no order: one pair
 ])
 def test_proximity_pairs_neighbouring_chinese_words_of_one_phrase(fts, text, pairs):
     _, seg = fts

@@ -394,3 +394,22 @@ def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_fi
     assert halved.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT / 2)
     assert [r.path for r in filtered.results] == ["apart.md"] and filtered.explain.proximity_match is None
     assert "proximity" not in english.explain.weights and english.explain.proximity_match is None
+
+
+def test_a_query_left_untranslated_for_want_of_a_dictionary_still_gets_its_phrases(tmp_path, monkeypatch):
+    from indexer.embed import HashEmbedder
+    from vault_search import translate
+
+    monkeypatch.setattr(translate, "available", lambda: False)
+    notes = {"a.md": "# 笔记\n\n怎样建立数据库索引。\n", "b.md": "# Notes\n\nnothing in Chinese here at all.\n"}
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
+                    embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+        query = "数据库索引 量子纠缠 超导体 黑洞"                   # most of its words are not in the index
+        ex = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
+        # a caller's weight for a list that found nothing shows no phrases
+        none = idx.search("量子纠缠 超导体", mode="hybrid", explain=True, min_score=0,
+                          weights={"proximity": 1.0}).explain
+    assert ex.term_coverage < 0.5 and ex.translated_match is None
+    assert ex.proximity_match and "proximity" in ex.weights
+    assert none.proximity_match is None

@@ -53,15 +53,15 @@ class FtsQuery:
 
 # Two neighbouring words of a query count as its phrase in a chunk that has at
 # most this many other tokens between them. The index writes a word's
-# sub-words (and a vault name's parts) just before it, so each pair's window
-# also spans the sub-words of both ("自定 定义 自定义 过滤"; a ten-character
-# name has up to nine, a jieba word up to seventeen). On the dev set's Chinese
+# sub-words (and a vault name's parts) just before it, so the second word's
+# lie between the two ("自定 定义 自定义 过滤"; a ten-character name has up to
+# nine, a jieba word up to seventeen) and each pair's window spans them too. On the dev set's Chinese
 # vault, 5 and 8 ranked alike (hybrid hit@1 0.789), 3 lost a question (0.778)
 # and 1 all of the list's gain (0.756).
 PROXIMITY_WINDOW = 5
 # Runs of Han text that only spaces part ("数据库 索引") are one phrase: people
-# type Chinese keywords apart; punctuation and other scripts end a phrase.
-_PHRASE_RE = re.compile(f"[{HAN_CLASS}](?:[{HAN_CLASS}\\s]*[{HAN_CLASS}])?")
+# type Chinese keywords apart; punctuation, line ends and other scripts end a phrase.
+_PHRASE_RE = re.compile(f"[{HAN_CLASS}](?:[{HAN_CLASS} \t]*[{HAN_CLASS}])?")
 
 
 def proximity_query(text: str, segmenter: Segmenter) -> FtsQuery | None:
@@ -75,7 +75,10 @@ def proximity_query(text: str, segmenter: Segmenter) -> FtsQuery | None:
     for phrase in _PHRASE_RE.findall(normalize(text[:MAX_QUERY_CHARS])):
         words = [w for run in segmenter.han_words(phrase) for w in run if w not in STOP_WORDS]
         pairs += [(a, b) for a, b in zip(words, words[1:]) if a != b]
-    pairs = list(dict.fromkeys(pairs))[:MAX_QUERY_TERMS]
+    unique: dict[frozenset[str], tuple[str, str]] = {}
+    for pair in pairs:
+        unique.setdefault(frozenset(pair), pair)   # NEAR has no order: "a b" and "b a" are one pair
+    pairs = list(unique.values())[:MAX_QUERY_TERMS]
     if not pairs:
         return None
     terms = list(dict.fromkeys(w for pair in pairs for w in pair))
@@ -84,8 +87,9 @@ def proximity_query(text: str, segmenter: Segmenter) -> FtsQuery | None:
 
 
 def near_window(a: str, b: str, segmenter: Segmenter) -> int:
-    """PROXIMITY_WINDOW plus the sub-words the index writes beside ``a`` and ``b``."""
-    return PROXIMITY_WINDOW + len(segmenter.segment(a)) + len(segmenter.segment(b)) - 2
+    """PROXIMITY_WINDOW plus the sub-words the index writes before ``a`` or
+    ``b``, whichever has more (NEAR has no order: either may come second)."""
+    return PROXIMITY_WINDOW + max(len(segmenter.segment(a)), len(segmenter.segment(b))) - 1
 
 
 def quote_term(term: str) -> str:

@@ -459,9 +459,8 @@ def side_queries(index: Index, query: str, fq: FtsQuery, mode: str, coverage: fl
     """Stage 2b, in the hybrid: the query's translation when it needs one
     (``needs_translation``), else its Chinese phrases (``query.proximity_query``:
     a translated question's own words are fragments of another language)."""
-    if needs_translation(mode, fq, coverage, foreign):
-        return translated_query(index.conn, fq), None
-    return None, proximity_query(query, index.segmenter) if mode == "hybrid" else None
+    translation = translated_query(index.conn, fq) if needs_translation(mode, fq, coverage, foreign) else None
+    return translation, proximity_query(query, index.segmenter) if mode == "hybrid" and not translation else None
 
 
 def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilters, mode: str, depth: int,
@@ -975,5 +974,5 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            if proofs and f.note_id in proofs else None)
                for f, r in pairs],
         translated_match=translation.query.match if translation else None,
-        proximity_match=near.match if near and "proximity" in fusion.weights else None,
+        proximity_match=near.match if near and any("proximity" in f.ranks for f in fusion.fused) else None,
         foreign_query=fusion.foreign, notes_han_share=None if han_share is None else round(han_share, 3))
