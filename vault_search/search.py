@@ -44,8 +44,9 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -92,7 +93,6 @@ DEFAULT_WEIGHTS = {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
 TRANSLATE_BELOW = 0.5
 # The translated list's weight, times the share of the query the index did not know.
 TRANSLATED_WEIGHT = 1.0
-MIN_TRANSLATION_WEIGHT = 0.2   # rarer senses drift off the topic
 # A query in a script the notes mostly are not (``foreign_query``) is translated
 # whatever its coverage, and its translation weighs at least this much.
 FOREIGN_TRANSLATED_WEIGHT = 0.7
@@ -312,38 +312,60 @@ class Translation:
     """The query's words in the notes' other language (stage 2b)."""
     query: FtsQuery                 # the translated words, OR-ed
     sources: dict[str, list[str]]   # a query word -> its translations
+    df: dict[str, int] = field(default_factory=dict)   # chunks holding each translation
+
+
+class ChunkSets:
+    """word -> the ids of the chunks whose text holds it (FTS5), each read once
+    per query: translation asks of a word whether the vault has it, and how
+    often it shares a chunk with the query's other words."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.sets: dict[str, frozenset[int]] = {}
+
+    def __call__(self, word: str) -> frozenset[int]:
+        found = self.sets.get(word)
+        if found is None:
+            rows = self.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (quote_term(word),))
+            found = self.sets[word] = frozenset(chain.from_iterable(rows))
+        return found
+
+    def has(self, word: str) -> bool:
+        return bool(self(word))
 
 
 def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | None:
     """Stage 2b: the query's words in the notes' other language (translate.py:
     Chinese words through CC-CEDICT's English senses, English words to the
-    Chinese headwords the index contains), as an OR query; None when there
-    is nothing to translate or no dictionary."""
+    Chinese headwords the index contains), each word's candidates narrowed to
+    the few the vault uses together with the rest of the query
+    (``translate.choose``), as an OR query; None when there is nothing to
+    translate or no dictionary."""
     from . import translate
 
     if not translate.available():
         return None
-
-    def known(word: str) -> bool:
-        return conn.execute("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1",
-                            (quote_term(word),)).fetchone() is not None
-
-    sources: dict[str, list[str]] = {}
+    chunks = ChunkSets(conn)
+    candidates: dict[str, list[tuple[str, float]]] = {}
     for term in fq.terms:
         if has_han(term):
             pairs = translate.zh_to_en([term])
         elif term.isalpha():
-            pairs = translate.en_to_zh([term], known)
+            pairs = translate.en_to_zh([term], chunks.has)
         else:
             continue
-        words = [w for w, weight in pairs if weight >= MIN_TRANSLATION_WEIGHT and w not in STOP_WORDS
-                 and w not in fq.terms]
+        words = [(w, weight) for w, weight in pairs if weight >= translate.min_weight(term)
+                 and w not in STOP_WORDS and w not in fq.terms]
         if words:
-            sources[term] = words
+            candidates[term] = words
+    context = [t for t in fq.terms if t not in candidates and t not in STOP_WORDS and chunks.has(t)]
+    sources = translate.choose(candidates, chunks, context)
     terms = list(dict.fromkeys(w for words in sources.values() for w in words))[:MAX_QUERY_TERMS]
     if not terms:
         return None
-    return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources)
+    return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources,
+                       {t: len(chunks(t)) for t in terms})
 
 
 def grams(text: str) -> frozenset[str]:
@@ -628,7 +650,7 @@ def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, transla
     if translation is not None:
         words = list(dict.fromkeys([*fq.terms, *(w for ws in translation.sources.values() for w in ws)]))
         # The query's own words were counted in stage 2; only the translations are new.
-        known = freqs.df if freqs else {}
+        known = {**(freqs.df if freqs else {}), **translation.df}
         counted = document_frequencies(conn, [w for w in words if w not in known])
         df = {**known, **counted.df}
         found = chunks_containing(conn, words, chunk_ids, df)

@@ -29,7 +29,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable
+from typing import AbstractSet, Callable, ClassVar, Iterable
 
 from indexer.segment import user_cache_dir
 
@@ -48,11 +48,26 @@ MAX_SENSE_WORDS = 3
 # A sense of two or three words ("stopping point") says less about each
 # word than a one-word sense does.
 PHRASE_FACTOR = 0.5
-# English words kept per Chinese word (and Chinese per English word): past a
-# handful, the extra terms are rarer senses that drift off the query's topic
-# and outweigh its own words in BM25's OR.
-MAX_EN_PER_ZH = 5
-MAX_ZH_PER_EN = 4
+# Candidate English words per Chinese word (and Chinese per English word),
+# best first; ``choose`` keeps the few the vault's text bears out.
+MAX_EN_PER_ZH = 8
+MAX_ZH_PER_EN = 8
+# Candidates below these weights are too rare to consider (``min_weight``).
+# A Chinese word's English candidates are the senses of its entry in the
+# dictionary's order, the common meanings first: rarer senses drift off the
+# topic. An English word's Chinese candidates are headwords of different
+# entries, ranked by how common each is in Chinese at large, which says
+# little about which one a vault uses ("container": 集装箱 0.52, 容器 0.18),
+# so the vault decides among more of them.
+MIN_EN_WEIGHT = 0.2
+MIN_ZH_WEIGHT = 0.05
+# ``choose``: translations kept per query word. Past a few, the extra terms
+# are senses that drift off the query's topic and outweigh its own words in
+# BM25's OR; a candidate is kept only within KEEP_SHARE of the word's best
+# score and at MIN_KEPT_SCORE or more.
+KEPT_PER_WORD = 3
+KEEP_SHARE = 0.3
+MIN_KEPT_SCORE = 0.02
 # A word missing from the dictionary is translated through its parts, which
 # are less certain than a whole-word entry; single characters least of all
 # (most characters have a dozen unrelated senses, and in modern text they are
@@ -510,6 +525,51 @@ def en_to_zh(words: Iterable[str], known: Callable[[str], bool] | None = None,
             if weight > out.get(head, 0.0):
                 out[head] = round(weight, 4)
     return list(out.items())
+
+
+def min_weight(word: str) -> float:
+    """The least weight of a translation of ``word`` worth considering."""
+    return MIN_EN_WEIGHT if HAN_RE.search(word) else MIN_ZH_WEIGHT
+
+
+def choose(candidates: dict[str, list[tuple[str, float]]], chunks: Callable[[str], AbstractSet[int]],
+           context: Iterable[str] = ()) -> dict[str, list[str]]:
+    """Per query word, the translations the vault uses along with the rest of
+    the query: a dictionary lists every sense of a word, and the vault says
+    which one the query means (co-occurrence disambiguation, Ballesteros and
+    Croft 1998). "container" is 集装箱 before 容器 in the dictionary; beside
+    "docker" and "nginx", a vault of notes on servers has 容器 and not 集装箱.
+
+    ``candidates``: query word -> (translation, dictionary weight), best
+    first. ``chunks``: the ids of the chunks that contain a word. ``context``:
+    the query's own words that need no translation (names, code).
+    A candidate's score is its weight times (n + 1) / (n_max + 1), where n
+    counts the chunks that hold it and any other word's candidate or a context
+    word, and n_max is the best n among the word's candidates; at most
+    KEPT_PER_WORD are kept, each within KEEP_SHARE of the best score and at
+    MIN_KEPT_SCORE or more. A word with nothing around it keeps its
+    translations in dictionary order."""
+    groups = [frozenset().union(*(chunks(t) for t, _ in options)) for options in candidates.values()]
+    groups.append(frozenset().union(*(chunks(w) for w in context)))
+    # A candidate's chunks all lie in its own word's group, so the chunks it
+    # shares with another word or the context are those two groups share.
+    shared: set[int] = set()
+    for i, group in enumerate(groups):
+        for other in groups[i + 1:]:
+            shared |= group & other
+    chosen: dict[str, list[str]] = {}
+    for word, options in candidates.items():
+        together = [len(chunks(t) & shared) for t, _ in options]
+        best = max(together, default=0)
+        scored = sorted(((t, weight * (n + 1) / (best + 1)) for (t, weight), n in zip(options, together)),
+                        key=lambda ts: -ts[1])
+        if not scored:
+            continue
+        top = scored[0][1]
+        kept = [t for t, score in scored[:KEPT_PER_WORD] if score >= max(KEEP_SHARE * top, MIN_KEPT_SCORE)]
+        if kept:
+            chosen[word] = kept
+    return chosen
 
 
 def _accepts(known: Callable[[str], bool], word: str) -> bool:
