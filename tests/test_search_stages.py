@@ -441,5 +441,5 @@ def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_qu
     assert sources["reverse"].index("反向") < sources["reverse"].index("逆转")
     assert all(len(words) <= translate.KEPT_PER_WORD for words in sources.values())
     # Each translation's chunk count goes along, for the evidence stage.
-    assert translation.df["容器"] == 4 and translation.df["集装箱"] == 1
+    assert len(translation.chunks["容器"]) == 4 and len(translation.chunks["集装箱"]) == 1
     assert response.explain.translated_match and response.results[0].path.startswith("服务器/")

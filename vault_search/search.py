@@ -312,7 +312,7 @@ class Translation:
     """The query's words in the notes' other language (stage 2b)."""
     query: FtsQuery                 # the translated words, OR-ed
     sources: dict[str, list[str]]   # a query word -> its translations
-    df: dict[str, int] = field(default_factory=dict)   # chunks holding each translation
+    chunks: dict[str, frozenset[int]] = field(default_factory=dict)   # the chunks holding each translation
 
 
 class ChunkSets:
@@ -365,7 +365,7 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
     if not terms:
         return None
     return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources,
-                       {t: len(chunks(t)) for t in terms})
+                       {t: chunks(t) for t in terms})
 
 
 def grams(text: str) -> frozenset[str]:
@@ -649,11 +649,15 @@ def evidence(conn: sqlite3.Connection, fused: list[Fused], fq: FtsQuery, transla
     specific: dict[str, float] = {}
     if translation is not None:
         words = list(dict.fromkeys([*fq.terms, *(w for ws in translation.sources.values() for w in ws)]))
-        # The query's own words were counted in stage 2; only the translations are new.
-        known = {**(freqs.df if freqs else {}), **translation.df}
+        # The query's own words were counted in stage 2 and the translations' chunks
+        # read when they were chosen (``ChunkSets``): only the rest is looked up.
+        held = translation.chunks
+        known = {**(freqs.df if freqs else {}), **{w: len(c) for w, c in held.items()}}
         counted = document_frequencies(conn, [w for w in words if w not in known])
         df = {**known, **counted.df}
-        found = chunks_containing(conn, words, chunk_ids, df)
+        found = chunks_containing(conn, [w for w in words if w not in held], chunk_ids, df)
+        wanted = set(chunk_ids)
+        found.update({w: set(c & wanted) for w, c in held.items()})
         specific = {w: idf(n, counted.chunks) / idf(0, counted.chunks) for w, n in df.items()}
 
     def credit(term: str, chunk: int) -> float:
