@@ -250,3 +250,16 @@ def test_choose_without_anything_around_keeps_the_dictionary_order():
     assert translate.choose({}, _sets({})) == {}
     # A word whose candidates all score under MIN_KEPT_SCORE keeps nothing.
     assert translate.choose({"x": [("甲", translate.MIN_KEPT_SCORE / 2)]}, _sets({})) == {}
+
+
+def test_choose_does_not_let_a_word_vouch_for_its_own_candidates():
+    # A candidate's own chunks are no evidence for it, however many of them...
+    chosen = translate.choose({"run": [("a", 1.0), ("b", 0.9), ("c", 0.8)]}, _sets({"a": {5}, "b": {1, 2}, "c": {1, 2}}))
+    assert chosen == {"run": ["a", "b", "c"]}
+    # ... even when another query word shares the candidate ("container", "containers").
+    same = [("集装箱", 0.52), ("容器", 0.18)]
+    chunks = _sets({"集装箱": {70, 71}, "容器": {1, 2, 3}, "docker": {1, 2, 3}})
+    alone = translate.choose({"container": same}, chunks, ["docker"])["container"]
+    assert alone[0] == "容器"
+    assert translate.choose({"container": same, "containers": same}, chunks, ["docker"]) == \
+        {"container": alone, "containers": alone}

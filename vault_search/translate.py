@@ -27,6 +27,7 @@ import re
 import sys
 import tempfile
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Callable, ClassVar, Iterable
@@ -63,8 +64,8 @@ MIN_EN_WEIGHT = 0.2
 MIN_ZH_WEIGHT = 0.05
 # ``choose``: translations kept per query word. Past a few, the extra terms
 # are senses that drift off the query's topic and outweigh its own words in
-# BM25's OR; a candidate is kept only within KEEP_SHARE of the word's best
-# score and at MIN_KEPT_SCORE or more.
+# BM25's OR; a candidate is kept only at KEEP_SHARE x the word's best score
+# or more, and at MIN_KEPT_SCORE or more.
 KEPT_PER_WORD = 3
 KEEP_SHARE = 0.3
 MIN_KEPT_SCORE = 0.02
@@ -546,20 +547,24 @@ def choose(candidates: dict[str, list[tuple[str, float]]], chunks: Callable[[str
     A candidate's score is its weight times (n + 1) / (n_max + 1), where n
     counts the chunks that hold it and any other word's candidate or a context
     word, and n_max is the best n among the word's candidates; at most
-    KEPT_PER_WORD are kept, each within KEEP_SHARE of the best score and at
+    KEPT_PER_WORD are kept, each at KEEP_SHARE x the best score or more and at
     MIN_KEPT_SCORE or more. A word with nothing around it keeps its
     translations in dictionary order."""
-    groups = [frozenset().union(*(chunks(t) for t, _ in options)) for options in candidates.values()]
-    groups.append(frozenset().union(*(chunks(w) for w in context)))
-    # A candidate's chunks all lie in its own word's group, so the chunks it
-    # shares with another word or the context are those two groups share.
-    shared: set[int] = set()
-    for i, group in enumerate(groups):
-        for other in groups[i + 1:]:
-            shared |= group & other
+    # How many distinct words (each candidate once, the context as one) hold each
+    # chunk: a chunk that only a word's own candidates hold is not "beside" it,
+    # even when another query word shares one of those candidates ("container"
+    # and "containers" both give 集装箱).
+    held = {t: chunks(t) for options in candidates.values() for t, _ in options}
+    cover: Counter[int] = Counter()
+    for ids in held.values():
+        cover.update(ids)
+    cover.update(frozenset().union(*(chunks(w) for w in context)))
     chosen: dict[str, list[str]] = {}
     for word, options in candidates.items():
-        together = [len(chunks(t) & shared) for t, _ in options]
+        own: Counter[int] = Counter()
+        for t in dict.fromkeys(t for t, _ in options):
+            own.update(held[t])
+        together = [sum(1 for c in held[t] if cover[c] > own[c]) for t, _ in options]
         best = max(together, default=0)
         scored = sorted(((t, weight * (n + 1) / (best + 1)) for (t, weight), n in zip(options, together)),
                         key=lambda ts: -ts[1])
