@@ -62,12 +62,15 @@ def tasks_sample(tmp_path_factory):
 def test_the_hybrid_ranks_known_items_at_least_as_well_as_either_retriever(tasks_sample):
     idx, items = tasks_sample
     m = {mode: ki.evaluate(idx, items, mode)["metrics"] for mode in ("fts", "vector", "hybrid")}
-    print({mode: metrics["all"] for mode, metrics in m.items()})
+    print({mode: metrics["all"] for mode, metrics in m.items()}, m["hybrid"])
     for mode in ("fts", "vector"):
-        assert m["hybrid"]["all"]["hit@1"] >= m[mode]["all"]["hit@1"] - 0.02
+        for kind in (*ki.KINDS, "all"):
+            assert m["hybrid"][kind]["hit@1"] >= m[mode][kind]["hit@1"] - 0.02, (kind, mode)
         assert m["hybrid"]["all"]["mrr@10"] >= m[mode]["all"]["mrr@10"] - 0.02
-    assert m["hybrid"]["all"]["hit@1"] >= 0.75
-    assert m["hybrid"]["all"]["r@10"] >= 0.9
+    # Issue 14's target 1 on the sample (the whole dev set: benchmarks/README.md).
+    assert m["hybrid"]["all"]["hit@1"] >= 0.80
+    assert m["hybrid"]["all"]["r@10"] >= 0.95
+    assert m["hybrid"]["crosslingual"]["hit@1"] >= 0.70
     # Chinese questions over the English docs: the translated keyword list must add to the vectors
     assert m["hybrid"]["crosslingual"]["mrr@10"] >= m["vector"]["crosslingual"]["mrr@10"]
 
