@@ -22,7 +22,7 @@ from vault_search.filters import SearchFilters
 from vault_search.fusion import rrf
 from vault_search.keyword import term_coverage
 from vault_search.query import fts_query
-from vault_search.search import retriever_lists
+from vault_search.search import foreign_query, retriever_lists, side_queries
 
 from .beir import load_beir
 from .metrics import ndcg_at_k, recall_at_k
@@ -40,10 +40,13 @@ DEPTH = 100
 
 def lists_for(idx, text):
     """The keyword and vector lists, DEPTH notes each, as the hybrid computes
-    them before fusing, and the query's word coverage."""
+    them before fusing (the vector list steered by the query's translation
+    when it has one), and the query's word coverage."""
     fq = fts_query(text, idx.segmenter)
-    lists, _ = retriever_lists(idx, text, fq, SearchFilters(), "hybrid", DEPTH)
-    return lists["fts"], lists.get("vector", []), term_coverage(idx.conn, fq.terms)
+    coverage = term_coverage(idx.conn, fq.terms)
+    translation, near = side_queries(idx, text, fq, "hybrid", coverage, foreign_query(idx, fq))
+    lists, _ = retriever_lists(idx, text, fq, SearchFilters(), "hybrid", DEPTH, translation, near)
+    return lists["fts"], lists.get("vector", []), coverage
 
 
 def main(argv=None) -> int:

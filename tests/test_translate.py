@@ -20,6 +20,8 @@ MINI_CEDICT = """\
 筆記 笔记 [bi3 ji4] /to take down (in writing)/notes/a type of literature consisting mainly of short sketches/CL:本[ben3]/
 任 任 [Ren2] /surname Ren/
 插件 插件 [cha1 jian4] /plug-in (software)/
+外掛 外挂 [wai4 gua4] /plugin/
+電子郵件 电子邮件 [dian4 zi3 you2 jian4] /e-mail/
 this line is not an entry
 """
 MINI_FREQ = "任务 15213 n\n筛选 352 v\n过滤 408 v\n重复 1829 d\n"
@@ -137,9 +139,13 @@ def test_parsing_merges_entries_and_builds_the_reverse_index(mini):
     assert d.headwords("duplicate") and not d.headwords("a") and not d.headwords("notes and")
     # 笔记's "to take down" is all light verb and stop word: its only English word is "notes".
     assert zh_to_en(["笔记"], d) == [("notes", 0.5)]
-    # A hyphenated sense is also the word run together, as notes write it.
-    assert words(d.headwords("plugin")) == words(d.headwords("plug-in")) == ["插件"]
+    # A two-part hyphenated sense is also the word run together, as notes
+    # write it, unless an entry has that word as a sense of its own.
+    assert words(d.headwords("email")) == words(d.headwords("e-mail")) == ["电子邮件"]
+    assert words(d.headwords("plugin")) == ["外挂"] and words(d.headwords("plug-in")) == ["插件"]
+    # Chinese to English: after the word's senses, never in place of one.
     assert zh_to_en(["插件"], d) == [("plug", 1.0), ("plugin", 1.0)]
+    assert zh_to_en(["电子邮件"], d) == [("mail", 1.0), ("email", 1.0)]
 
 
 def test_the_second_load_reads_the_cache(mini):

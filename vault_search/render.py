@@ -113,6 +113,8 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
             why = (f"a question in a script the notes mostly are not (Han share {ex.notes_han_share})"
                    if ex.foreign_query else "most of its words are not in the index")
             lines.append(click.style(f"translated ({why}): {ex.translated_match}", dim=True))
+            if ex.translated_text:
+                lines.append(click.style(f"vectors searched beside the query's: {ex.translated_text}", dim=True))
         if ex.proximity_match:
             lines.append(click.style(f"Chinese phrases kept together: {ex.proximity_match}", dim=True))
     for row in ex.ranks:

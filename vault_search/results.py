@@ -93,6 +93,7 @@ class Explain:
     recency_half_life: float | None
     ranks: list[ExplainRank] = field(default_factory=list)
     translated_match: str | None = None   # the translated words' MATCH, when the query was translated
+    translated_text: str | None = None    # ... and what was embedded beside the query for the vector list
     proximity_match: str | None = None    # hybrid: the NEAR pairs of the query's Chinese phrases, when they found notes
     foreign_query: bool = False            # hybrid: a question in a script the notes mostly are not
     notes_han_share: float | None = None   # hybrid: the notes' share of Han (Index.han_share)

