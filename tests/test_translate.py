@@ -22,6 +22,7 @@ MINI_CEDICT = """\
 插件 插件 [cha1 jian4] /plug-in (software)/
 外掛 外挂 [wai4 gua4] /plugin/
 電子郵件 电子邮件 [dian4 zi3 you2 jian4] /e-mail/
+全面 全面 [quan2 mian4] /all-around/across-the-board/
 this line is not an entry
 """
 MINI_FREQ = "任务 15213 n\n筛选 352 v\n过滤 408 v\n重复 1829 d\n"
@@ -146,6 +147,8 @@ def test_parsing_merges_entries_and_builds_the_reverse_index(mini):
     # Chinese to English: after the word's senses, never in place of one.
     assert zh_to_en(["插件"], d) == [("plug", 1.0), ("plugin", 1.0)]
     assert zh_to_en(["电子邮件"], d) == [("mail", 1.0), ("email", 1.0)]
+    # Two parts only: "across-the-board" is not "acrosstheboard".
+    assert words(d.headwords("allaround")) == ["全面"] and not d.headwords("acrosstheboard")
 
 
 def test_the_second_load_reads_the_cache(mini):

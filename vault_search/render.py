@@ -114,7 +114,8 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
                    if ex.foreign_query else "most of its words are not in the index")
             lines.append(click.style(f"translated ({why}): {ex.translated_match}", dim=True))
             if ex.translated_text:
-                lines.append(click.style(f"vectors searched beside the query's: {ex.translated_text}", dim=True))
+                lines.append(click.style(f"embedded beside the query for the vector list: {ex.translated_text}",
+                                         dim=True))
         if ex.proximity_match:
             lines.append(click.style(f"Chinese phrases kept together: {ex.proximity_match}", dim=True))
     for row in ex.ranks:

@@ -9,6 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 
 
+def known_fields(cls, data: dict) -> dict:
+    """``data`` without the keys ``cls`` has no field for: a client reads the
+    answer of a newer server, which may carry fields added since."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
 @dataclass
 class Scores:
     fts: float | None = None
@@ -104,7 +111,8 @@ class Explain:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Explain":
-        return cls(**{**data, "ranks": [ExplainRank(**r) for r in data.get("ranks", [])]})
+        return cls(**{**known_fields(cls, data), "ranks": [ExplainRank(**known_fields(ExplainRank, r))
+                                                           for r in data.get("ranks", [])]})
 
 
 @dataclass
@@ -139,7 +147,9 @@ class SearchResponse:
     @classmethod
     def from_dict(cls, data: dict, terms: list[str] | None = None) -> "SearchResponse":
         """The inverse of ``to_dict`` (the thin client renders a server's answer)."""
-        results = [SearchResult(**{**r, "scores": Scores(**r["scores"])}) for r in data.get("results", [])]
+        results = [SearchResult(**{**known_fields(SearchResult, r),
+                                   "scores": Scores(**known_fields(Scores, r["scores"]))})
+                   for r in data.get("results", [])]
         explain = Explain.from_dict(data["explain"]) if data.get("explain") else None
         return cls(query=data["query"], mode=data["mode"], took_ms=data["took_ms"],
                    warnings=list(data.get("warnings", [])), results=results, explain=explain,

@@ -359,13 +359,16 @@ class ChunkSets:
         return bool(self(word))
 
 
-def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | None:
+def translated_query(conn: sqlite3.Connection, fq: FtsQuery,
+                     han_words: frozenset[str] | None = None) -> Translation | None:
     """Stage 2b: the query's words in the notes' other language (translate.py:
     Chinese words through CC-CEDICT's English senses, English words to the
     Chinese headwords the index contains), each word's candidates narrowed to
     the few the vault uses together with the rest of the query
     (``translate.choose``), as an OR query; None when there is nothing to
-    translate or no dictionary."""
+    translate or no dictionary. ``han_words``: the query's Chinese words as
+    cut without the pieces the segmenter adds (``Segmenter.han_words``), for
+    the text embedded beside the query (``whole_words``)."""
     from . import translate
 
     if not translate.available():
@@ -373,29 +376,29 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery) -> Translation | No
     chunks = ChunkSets(conn)
     candidates: dict[str, list[tuple[str, float]]] = {}
     # A hyphenated English word ("plug-in") is translated whole when the
-    # dictionary has it, and then its parts ("plug", "in") are not.
-    parts_of = {p for t in fq.terms if "-" in t for p in t.split("-")}
+    # dictionary has it, and then its parts ("plug", "in") are not (the terms
+    # are distinct: a part also written alone is skipped too).
     translated_whole: set[str] = set()
     for term in fq.terms:
         if has_han(term):
             pairs = translate.zh_to_en([term])
-        elif term.replace("-", "").isalpha() and not (term in parts_of and any(
-                term in w.split("-") for w in translated_whole)):
+        elif term.replace("-", "").isalpha() and not any(term in w.split("-") for w in translated_whole):
             pairs = translate.en_to_zh([term], chunks.has)
-            if pairs and "-" in term:
-                translated_whole.add(term)
         else:
             continue
         words = [(w, weight) for w, weight in pairs if weight >= translate.min_weight(term)
                  and w not in STOP_WORDS and w not in fq.terms]
         if words:
             candidates[term] = words
+            if "-" in term:
+                translated_whole.add(term)
     context = [t for t in fq.terms if t not in candidates and t not in STOP_WORDS and chunks.has(t)]
     sources = translate.choose(candidates, chunks, context)
     terms = list(dict.fromkeys(w for words in sources.values() for w in words))[:MAX_QUERY_TERMS]
     if not terms:
         return None
-    text = " ".join(dict.fromkeys(chain.from_iterable(sources.get(t, [t]) for t in whole_words(fq.terms, sources))))
+    text = " ".join(dict.fromkeys(chain.from_iterable(
+        sources.get(t, [t]) for t in whole_words(fq.terms, sources, han_words))))
     return Translation(FtsQuery(" OR ".join(quote_term(t) for t in terms), terms), sources,
                        {t: chunks(t) for t in terms}, text)
 
@@ -445,17 +448,21 @@ def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[Chunk
     return [ChunkHit(opening[n], n, round(best[n], 4), rank) for rank, n in enumerate(alike, 1) if n in opening]
 
 
-def whole_words(terms: list[str], sources: dict[str, list[str]]) -> list[str]:
+def whole_words(terms: list[str], sources: dict[str, list[str]],
+                han_words: frozenset[str] | None = None) -> list[str]:
     """What of the query ``translated_query`` embeds, in order (each word then
     stands for its translations): its words but the stop words, the pieces
-    the segmenter also gives of a longer Chinese word (数据库: 数据, 据库), a
-    hyphenated word left untranslated (its parts follow it) and the parts of
-    one translated whole ("plug-in": plug, in)."""
+    the segmenter also gives of a longer Chinese word (数据库: 数据, 据库; a
+    Chinese term is kept when it is one of ``han_words``, the query's words
+    as cut without pieces, or without those, when no longer translated term
+    holds it), a hyphenated word left untranslated (its parts follow it) and
+    the parts of one translated whole ("plug-in": plug, in)."""
     out = []
     for t in terms:
         if t in STOP_WORDS or ("-" in t and t not in sources):
             continue
-        if has_han(t) and any(t != longer and t in longer for longer in terms if has_han(longer)):
+        if has_han(t) and (t not in han_words if han_words is not None else any(
+                t != longer and t in longer and longer in sources for longer in terms if has_han(longer))):
             continue
         if any(t in whole.split("-") for whole in terms if "-" in whole and whole in sources):
             continue
@@ -531,7 +538,10 @@ def side_queries(index: Index, query: str, fq: FtsQuery, mode: str, coverage: fl
     """Stage 2b, in the hybrid: the query's translation when it needs one
     (``needs_translation``), else its Chinese phrases (``query.proximity_query``:
     a translated question's own words are fragments of another language)."""
-    translation = translated_query(index.conn, fq) if needs_translation(mode, fq, coverage, foreign) else None
+    translation = None
+    if needs_translation(mode, fq, coverage, foreign):
+        han = frozenset(w for run in index.segmenter.han_words(query) for w in run)
+        translation = translated_query(index.conn, fq, han)
     if translation is not None and not foreign:
         # Translated for its unknown words only: the translation stands in for
         # them, in the vectors as in the keyword lists (fuse: 1 - coverage).
