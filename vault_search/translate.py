@@ -115,10 +115,10 @@ PAREN_RE = re.compile(r"\([^()]*\)")
 PLACEHOLDER_RE = re.compile(r"\b(?:sth|sb)(?:'s)?\b")
 HAN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 EN_WORD_RE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
-# A sense that is exactly one word, or "to" and one word: the reverse index.
 # A hyphenated word of a sense ("plug-in", "e-mail", "to-do"), which notes
 # mostly write as one word ("plugin", "email", "todo").
 HYPHENATED_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+# A sense that is exactly one word, or "to" and one word: the reverse index.
 EXACT_SENSE_RE = re.compile(r"^(?:to )?([^\W\d_]+(?:-[^\W\d_]+)*)$")
 LINE_RE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
 
