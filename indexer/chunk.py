@@ -154,6 +154,10 @@ def _is_heading_only(lines: list[str], start: int, end: int) -> bool:
     return _content_lines(lines, start, end) == 1 and lines[start - 1].lstrip().startswith("#")
 
 
+# A heading line (ATX): a section's first line, and never a chunk alone.
+ATX_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+
+
 def _split_section(lines, start, end, max_tokens, count=estimate_tokens):
     """Yield (first line, last line, text) pieces of at most ``max_tokens``."""
     # Trim blank lines at both ends so line ranges point at text.
@@ -187,7 +191,12 @@ def _split_section(lines, start, end, max_tokens, count=estimate_tokens):
     for b_start, b_end in blocks:
         b_tokens = count("\n".join(lines[b_start - 1:b_end]))
         if cur_start is not None and cur_tokens + b_tokens > max_tokens:
-            yield cur_start, cur_end, "\n".join(lines[cur_start - 1:cur_end])
+            # A heading that does not fit beside the text under it is no
+            # chunk of its own: every chunk of the section carries it already
+            # (its heading path is indexed and embedded with it), and a
+            # one-line chunk of it would outrank the section on its words.
+            if not (cur_start == cur_end == start and ATX_HEADING_RE.match(lines[start - 1])):
+                yield cur_start, cur_end, "\n".join(lines[cur_start - 1:cur_end])
             cur_start = None
         if b_tokens > max_tokens:
             yield from _split_section(lines, b_start, b_end, max_tokens, count)

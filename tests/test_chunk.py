@@ -39,6 +39,26 @@ def test_long_sections_are_split_to_fit_the_embedding_window():
     assert all(i + 1 in covered for i, line in enumerate(lines) if line.strip())
 
 
+def test_a_heading_that_does_not_fit_beside_its_text_is_no_chunk_of_its_own():
+    # Each section's text fits the window, but not beside its heading line. A one-line
+    # chunk of the heading would outrank the section on the heading's words (BM25
+    # favours short chunks) and point a result at a line with nothing under it; every
+    # chunk of the section carries the heading in its path, indexed and embedded.
+    block = "word " * 199                     # 398 tokens: fits alone, not with a heading
+    items = "\n".join(f"- video {i} " + "clip " * 45 for i in range(12))
+    text = f"# Paper title\n\n{block}\n\n## Videos\n\n{items}\n\n#tag line\n\n{block}\n"
+    chunks = chunk_note(parse_note("n.md", text))
+    assert all(estimate_tokens(c.text) <= CHUNK_MAX_TOKENS for c in chunks)
+    assert not [c.text for c in chunks if c.text.lstrip().startswith("# ") or c.text.startswith("## ")]
+    assert [c.heading for c in chunks][:1] == ["Paper title"] and chunks[0].start_line == 3
+    assert {c.heading for c in chunks} == {"Paper title", "Paper title > Videos"}
+    # Every other line is still in a chunk: the list, and a tag line (not a heading).
+    lines = text.splitlines()
+    covered = {ln for c in chunks for ln in range(c.start_line, c.end_line + 1)}
+    assert {i + 1 for i, line in enumerate(lines) if line.strip()} - covered == {1, 5}
+    assert any(c.text.startswith("#tag line") for c in chunks)
+
+
 def test_token_estimate_is_pessimistic_for_han_and_latin():
     assert estimate_tokens("数据库") == 3
     assert estimate_tokens("hello world") >= 2
