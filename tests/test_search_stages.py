@@ -533,3 +533,36 @@ def test_a_hyphenated_english_word_is_translated_whole(tmp_path):
         translation = translated_query(idx.conn, fts_query("install the plug-in and restart", idx.segmenter))
     assert translation.sources["plug-in"] == ["插件"] and "plug" not in translation.sources
     assert "插头" not in translation.query.terms and "插头" not in translation.text.split()
+
+
+def test_a_foreign_questions_keyword_list_weighs_by_its_words_without_a_translation(tmp_path):
+    from vault_search.fusion import KEYWORD_BASE_WEIGHT, keyword_weight
+    from vault_search.search import FOREIGN_KEYWORD_SHARE
+
+    # An English question over Chinese notes: one note holds a stray English line with
+    # most of its words, the answer holds their translations only.
+    notes = {**ZH_NOTES, "五子棋.md": "# 五子棋\n\n五子棋里黑色一方的开局优胜下法，以及禁手规则。\n",
+             "杂记.md": "# 杂记\n\nA stray line: winning the opening with black rules.\n"}
+    query = "winning opening for black in gomoku with forbidden rules"
+    with _translating_index(tmp_path, notes) as idx:
+        ex = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
+        paths = [r.path for r in ex.ranks]
+    assert ex.foreign_query and ex.translated_match and ex.term_coverage > 0.5
+    # Every word the notes hold has a translation: the keyword list keeps only its floor,
+    # and the translation stands in for the whole question.
+    plain = keyword_weight(ex.term_coverage, KEYWORD_BASE_WEIGHT)
+    assert ex.weights["fts"] == pytest.approx(FOREIGN_KEYWORD_SHARE * plain, abs=1e-4)
+    assert ex.weights["translated"] == pytest.approx(1.0)
+    # The answer now outranks the note of English fragments (the keyword list's first).
+    assert paths.index("五子棋.md") < paths.index("杂记.md")
+    assert paths.index("五子棋.md") < paths.index("咖啡.md")
+
+    # A word the notes write as the question does and the dictionary cannot translate
+    # (a name) is the keyword list's: the translation no longer stands in for it.
+    notes["五子棋.md"] += "Gomoku 是它的日文名。\n"
+    with _translating_index(tmp_path / "named", notes) as idx:
+        named = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
+    assert "gomoku" not in named.translated_match
+    assert named.weights["translated"] < 1.0
+    floor = FOREIGN_KEYWORD_SHARE * keyword_weight(named.term_coverage, KEYWORD_BASE_WEIGHT)
+    assert named.weights["fts"] >= floor - 1e-3      # explain rounds to 4 places

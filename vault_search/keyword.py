@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,9 +80,11 @@ def keyword_hits(conn: sqlite3.Connection, match: str, filters: SearchFilters, d
     return [ChunkHit(cid, nid, -bm, i + 1) for i, (cid, nid, bm) in enumerate(rows)]
 
 
-def term_coverage(conn: sqlite3.Connection, terms: list[str], freqs: Frequencies | None = None) -> float:
+def term_coverage(conn: sqlite3.Connection, terms: list[str], freqs: Frequencies | None = None,
+                  uncounted: Collection[str] = ()) -> float:
     """The share of the query's words that occur anywhere in the index, each
-    word weighted by its IDF (a word found in every note says little).
+    word weighted by its IDF (a word found in every note says little); the
+    words in ``uncounted`` count as not found.
 
     Low when the query is in another language than the notes (an English
     question over Chinese notes matches only names and digits): the hybrid
@@ -93,7 +96,7 @@ def term_coverage(conn: sqlite3.Connection, terms: list[str], freqs: Frequencies
     freqs = freqs or document_frequencies(conn, terms)
     weights = term_weights(freqs)
     total = sum(weights.values())
-    return sum(w for t, w in weights.items() if freqs.df[t]) / total if total else 0.0
+    return sum(w for t, w in weights.items() if freqs.df[t] and t not in uncounted) / total if total else 0.0
 
 
 def term_weights(freqs: Frequencies) -> dict[str, float]:

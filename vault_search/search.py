@@ -96,6 +96,9 @@ TRANSLATED_WEIGHT = 1.0
 # A query in a script the notes mostly are not (``foreign_query``) is translated
 # whatever its coverage, and its translation weighs at least this much.
 FOREIGN_TRANSLATED_WEIGHT = 0.7
+# ... and its keyword list weighs by its words without a translation, but at
+# least this share of its weight by all its words (``fuse``).
+FOREIGN_KEYWORD_SHARE = 0.5
 MOSTLY_HAN = 0.5    # notes whose words are mostly Han (Index.han_share) ...
 HARDLY_HAN = 0.05   # ... and notes with next to none
 FOREIGN_MIN_TERMS = 4   # fewer words are a name or a command, not a question
@@ -157,6 +160,8 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None
             foreign = mode == "hybrid" and foreign_query(index, fq)
             translation, near = side_queries(index, query, fq, mode, coverage, foreign)
+            untranslated = term_coverage(conn, fq.terms, freqs, translation.sources) \
+                if foreign and translation is not None else None
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
                                               note_depth(mode, limit, options.depth), translation, near)
             embedded, chunks = vector_coverage(conn, index.model_spec)
@@ -166,7 +171,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
                 warnings.append(f"{chunks - embedded} of {chunks} chunks still wait for a vector: vector search "
                                 "sees the others only (`vault-search index`, or a running `serve`, embeds them)")
             fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0, coverage,
-                          foreign)
+                          foreign, untranslated)
             named = name_matches(conn, query, filters)
             fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named], filters))
             floor = min_score(options, mode)
@@ -635,25 +640,37 @@ class Fusion:
 
 def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
          options: SearchOptions, embedded_share: float = 1.0, coverage: float | None = None,
-         foreign: bool = False) -> Fusion:
+         foreign: bool = False, untranslated: float | None = None) -> Fusion:
     """Stage 4: weighted RRF of the lists; in the hybrid, unless the keyword weight is
     given, it is scaled by the query's word coverage (fusion.keyword_weight), and
     unless the vector weight is given, by the share of chunks that have a vector,
     squared: while an index is still being embedded the vector list cannot rank
     a note whose chunks wait, and at full weight it would push every such note
-    down below notes that merely happen to have vectors already."""
+    down below notes that merely happen to have vectors already.
+    ``untranslated``: for a translated foreign question, the coverage of its
+    words that have no translation (names, numbers, jargon the notes write as
+    the query does); its other words are the translated list's."""
     weights = {**DEFAULT_WEIGHTS, **(options.weights or {})}
     if mode == "hybrid" and not (options.weights and "fts" in options.weights):
         coverage = term_coverage(conn, terms) if coverage is None else coverage
-        weights["fts"] = keyword_weight(coverage, weights["fts"])
+        base, weights["fts"] = weights["fts"], keyword_weight(coverage, weights["fts"])
+        if untranslated is not None:
+            # An English question over Chinese notes finds most of its words
+            # somewhere (a stray "online", "theme", "chat"), and its keyword list
+            # then ranks those fragments: it weighs by the words the notes write
+            # as the question does, and keeps FOREIGN_KEYWORD_SHARE of its weight
+            # for the words that have a translation and are written as is too.
+            weights["fts"] = max(keyword_weight(untranslated, base), FOREIGN_KEYWORD_SHARE * weights["fts"])
     if "title" in lists:
         weights["title"] = TITLE_WEIGHT
     if "proximity" in lists and not (options.weights and "proximity" in options.weights):
         weights["proximity"] = PROXIMITY_WEIGHT * weights["fts"] / KEYWORD_BASE_WEIGHT
     if "translated" in lists and not (options.weights and "translated" in options.weights):
-        # The translation stands in for the words the index does not know; for a
-        # foreign question the words it shares with the notes are fragments.
-        weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (coverage or 0.0))
+        # The translation stands in for the words the index does not know (for
+        # a foreign question: the words it translates, whether or not the
+        # index has them; those it shares with the notes are fragments).
+        known = untranslated if untranslated is not None else coverage
+        weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (known or 0.0))
         if foreign:
             weights["translated"] = max(weights["translated"], FOREIGN_TRANSLATED_WEIGHT)
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
