@@ -46,7 +46,7 @@ from vault_search import Index
 
 from .beir import load_beir
 from .metrics import hit_at_k, mrr_at_k, percentile, recall_at_k
-from .report import REPO, git_commit, md_table, write_report
+from .report import REPO, git_commit, md_table, sync_progress, write_report
 
 K = 10                   # ranks scored (MRR@10, R@10), and the limit asked for
 KINDS = ("question", "paraphrase", "keyword", "crosslingual", "title-ish")   # devsets/README.md order
@@ -175,7 +175,9 @@ def build_index(vault: Path, work: Path, model: str, embed: bool, vault_name: st
     with Index.open(copy, index_dir, create=True) as idx:
         # An index that has vectors keeps them complete, whatever modes this run scores:
         # the default-mode checks must not meet a half-embedded index by accident.
-        report = idx.sync(force=forced, embed=embed or (reused and idx.has_vectors()), model=model)
+        with sync_progress() as (notes, chunks):
+            report = idx.sync(notes, force=forced, embed=embed or (reused and idx.has_vectors()), model=model,
+                              embed_progress=chunks)
         waiting = idx.status().waiting_chunks if idx.model_spec else 0
     seconds = time.perf_counter() - t0
     manifest.write_text(json.dumps({"vault": str(vault.resolve()), "model": model, "identity": identity},

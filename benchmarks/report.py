@@ -109,11 +109,42 @@ def write_report(folder: Path, title: str, command: str, sections: list[str], da
 
 @contextmanager
 def progress(label: str, total: int):
-    """A progress bar on stderr when it is a terminal; silent otherwise."""
-    if not sys.stderr.isatty() or total <= 0:
+    """``tick(n=1)`` for ``total`` steps of work: a progress bar on stderr when
+    it is a terminal, else a line on stderr every few seconds
+    (``$VAULT_SEARCH_PROGRESS_S``), as ``vault-search index`` does."""
+    if total <= 0:
         yield lambda n=1: None
         return
     import click
 
+    if not sys.stderr.isatty():
+        from vault_search.progress import PROGRESS_EVERY_S, ProgressLines, progress_period
+
+        lines = ProgressLines(label, "done", progress_period(PROGRESS_EVERY_S))
+        done = 0
+
+        def tick(n: int = 1) -> None:
+            nonlocal done
+            done += n
+            lines(done, total)
+
+        yield tick
+        return
     with click.progressbar(length=total, label=label, file=sys.stderr, show_eta=True) as bar:
         yield bar.update
+
+
+@contextmanager
+def sync_progress():
+    """``(progress, embed_progress)`` for ``Index.sync``: bars on a terminal
+    (stderr), else a line on stderr every few seconds, so a benchmark that
+    builds or embeds an index for many minutes is seen to move."""
+    from vault_search.progress import PROGRESS_EVERY_S, LazyProgressBar, ProgressLines, progress_period
+
+    if sys.stderr.isatty():
+        with LazyProgressBar("Indexing ", file=sys.stderr) as notes, \
+                LazyProgressBar("Embedding", rate=True, file=sys.stderr) as chunks:
+            yield notes, chunks
+        return
+    every = progress_period(PROGRESS_EVERY_S)
+    yield ProgressLines("indexing", "note reads and writes", every), ProgressLines("embedding", "chunks", every)

@@ -42,7 +42,7 @@ from vault_search import Index
 from .baselines import BASELINES, make_baseline
 from .beir import Dataset, load_beir, write_vault
 from .metrics import hit_at_k, mrr_at_k, ndcg_at_k, order_run, percentile, recall_at_k
-from .report import md_table, progress, write_report
+from .report import md_table, progress, sync_progress, write_report
 
 RECALL_KS = (1, 5, 10, 100)
 OURS = ("fts", "vector", "hybrid", "rerank")
@@ -83,7 +83,8 @@ def build_index(dataset: Dataset, work: Path, embed: bool = False, model: str | 
     paths = write_vault(dataset, work / "vault")
     idx = Index.open(work / "vault", work / "index", create=True, embedder=embedder)
     t0 = time.perf_counter()
-    idx.sync(embed=embed, model=model)
+    with sync_progress() as (notes, chunks):
+        idx.sync(notes, embed=embed, model=model, embed_progress=chunks)
     return idx, paths, time.perf_counter() - t0
 
 

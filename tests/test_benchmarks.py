@@ -118,13 +118,17 @@ def tiny_beir(folder):
     return folder
 
 
-def test_retrieval_harness_end_to_end(tmp_path, capsys):
+def test_retrieval_harness_end_to_end(tmp_path, capsys, monkeypatch):
     data = tiny_beir(tmp_path / "tiny")
     report, run_file = tmp_path / "report", tmp_path / "run.trec"
+    monkeypatch.setenv("VAULT_SEARCH_PROGRESS_S", "0")    # a progress line at every step
     assert retrieval.main([str(data), "--model", "hash:64", "--report", str(report),
                            "--run-file", str(run_file), "--work", str(tmp_path / "work")]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "| mode | R@1 |" in out and "fts vs unicode61" in out
+    # Piped, it says how far it got on stderr: indexing, embedding, then the queries.
+    assert "indexing: 72/72 note reads and writes (100%)" in err   # each note read, then written
+    assert "embedding: " in err and "tiny: 6 modes: 72/72 done (100%)" in err
     summary = json.loads((report / "report.json").read_text(encoding="utf-8"))
     assert summary["docs"] == 36 and summary["queries"] == 12
     assert set(summary["modes"]) == {"fts", "vector", "hybrid", "unicode61", "trigram", "bm25s"}

@@ -9,7 +9,6 @@ import os
 import sys
 import time
 from contextlib import contextmanager
-from typing import Any
 
 import click
 
@@ -173,86 +172,6 @@ def _open(ctx, **kwargs):
     return Index.open(config=_config(ctx), **kwargs)
 
 
-class _LazyProgressBar:
-    """A click progress bar that appears only once there is work to show."""
-
-    def __init__(self, label: str, rate: bool = False):
-        self.label = label
-        self.rate = rate
-        self.bar: Any = None   # a click progress bar, made on the first update
-        self.started = 0.0
-
-    def _info(self, bar) -> str:
-        if not self.rate or not bar.pos:
-            return ""
-        return f"{bar.pos}/{bar.length}  {bar.pos / max(time.monotonic() - self.started, 1e-6):.1f}/s"
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            self.started = time.monotonic()
-            self.bar = click.progressbar(length=max(total, 1), label=self.label, show_eta=True,
-                                         show_percent=True, item_show_func=None)
-            if self.rate:
-                self.bar.format_progress_line = self._with_rate(self.bar.format_progress_line)
-            self.bar.__enter__()
-        self.bar.length = max(total, 1)
-        self.bar.update(done - self.bar.pos)
-
-    def _with_rate(self, original):
-        def line():
-            return f"{original()}  {self._info(self.bar)}"
-        return line
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-
-
-# A long `index` on a pipe (an agent, CI) says how far it got this often, on
-# stderr ($VAULT_SEARCH_PROGRESS_S sets another period).
-PROGRESS_EVERY_S = 5.0
-PROGRESS_ENV = "VAULT_SEARCH_PROGRESS_S"
-# `index --json --stream`: a progress event at most this often, on stdout.
-STREAM_EVERY_S = 1.0
-
-
-def _progress_period(default: float) -> float:
-    try:
-        value = float(os.environ.get(PROGRESS_ENV, ""))
-        return value if value >= 0 else default
-    except ValueError:
-        return default
-
-
-class _ProgressLines:
-    """Progress for a non-terminal: a line on stderr every ``every`` seconds
-    (``indexing: 1200/5000 notes (24%), 240/s, about 16 s left``), or with
-    ``stream`` a JSON event a line on stdout (``{"event": "progress", ...}``)."""
-
-    def __init__(self, stage: str, unit: str, every: float = PROGRESS_EVERY_S, stream: bool = False):
-        self.stage, self.unit, self.every, self.stream = stage, unit, every, stream
-        self.started = time.monotonic()
-        self.last = self.started
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self.last < self.every and not (self.stream and done >= total and done):
-            return
-        self.last = now
-        elapsed = now - self.started
-        rate = done / elapsed if elapsed > 0 else 0.0
-        if self.stream:
-            click.echo(json.dumps({"event": "progress", "stage": self.stage, "done": done, "total": total,
-                                   "elapsed_s": round(elapsed, 2)}))
-            return
-        left = f", about {(total - done) / rate:.0f} s left" if rate and total > done else ""
-        share = f" ({100 * done / total:.0f}%)" if total else ""
-        click.echo(f"{self.stage}: {done}/{total} {self.unit}{share}, {rate:.1f}/s{left}", err=True)
-
-
 @main.command()
 @click.option("--rebuild", is_flag=True, help="Delete the index and build it again from scratch.")
 @click.option("--force", is_flag=True,
@@ -280,21 +199,22 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
     """
     from indexer.writer import IndexWriter
 
+    from .progress import PROGRESS_EVERY_S, STREAM_EVERY_S, LazyProgressBar, ProgressLines, progress_period
     from .render import plural, printable
 
     as_json = as_json or stream
     config = _config(ctx).with_overrides(ignore, include_dot)
     with IndexWriter.open(config, create=True, rebuild=rebuild) as writer:
         if sys.stdout.isatty() and not as_json:
-            with _LazyProgressBar("Indexing ") as progress, _LazyProgressBar("Embedding", rate=True) as embed_bar:
+            with LazyProgressBar("Indexing ") as progress, LazyProgressBar("Embedding", rate=True) as embed_bar:
                 report = writer.sync(progress=progress, force=force, embed=not no_embed, model=model,
                                      embed_progress=embed_bar)
         else:
-            every = _progress_period(STREAM_EVERY_S if stream and as_json else PROGRESS_EVERY_S)
+            every = progress_period(STREAM_EVERY_S if stream and as_json else PROGRESS_EVERY_S)
             streamed = stream and as_json
-            report = writer.sync(progress=_ProgressLines("indexing", "note reads and writes", every, streamed),
+            report = writer.sync(progress=ProgressLines("indexing", "note reads and writes", every, streamed),
                                  force=force, embed=not no_embed, model=model,
-                                 embed_progress=_ProgressLines("embedding", "chunks", every, streamed))
+                                 embed_progress=ProgressLines("embedding", "chunks", every, streamed))
     if as_json:
         from dataclasses import asdict
 
