@@ -134,9 +134,10 @@ def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS,
             start, carry_start = carry_start, None
         merged.append((start, end, path, at))
 
+    headings = frozenset(h.line for h in note.headings)
     chunks: list[Chunk] = []
     for start, end, path, at in merged:
-        for s, e, text in _split_section(lines, start, end, max_tokens, count):
+        for s, e, text in _split_section(lines, start, end, max_tokens, count, headings):
             if text.strip():
                 chunks.append(Chunk(len(chunks), path, s, e, text, at))
     return chunks
@@ -150,16 +151,19 @@ def _content_lines(lines: list[str], start: int, end: int) -> int:
     return sum(1 for i in range(start, end + 1) if lines[i - 1].strip())
 
 
+def _only_headings(lines: list[str], start: int, end: int, headings: frozenset[int]) -> bool:
+    """Every non-blank line from ``start`` to ``end`` is a heading the parser found
+    (not a ``# comment`` in a code fence, not a ``#tag``)."""
+    return all(i in headings for i in range(start, end + 1) if lines[i - 1].strip())
+
+
 def _is_heading_only(lines: list[str], start: int, end: int) -> bool:
     return _content_lines(lines, start, end) == 1 and lines[start - 1].lstrip().startswith("#")
 
 
-# A heading line (ATX): a section's first line, and never a chunk alone.
-ATX_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-
-
-def _split_section(lines, start, end, max_tokens, count=estimate_tokens):
-    """Yield (first line, last line, text) pieces of at most ``max_tokens``."""
+def _split_section(lines, start, end, max_tokens, count=estimate_tokens, headings: frozenset[int] = frozenset()):
+    """Yield (first line, last line, text) pieces of at most ``max_tokens``;
+    ``headings``: the note's heading lines (1-based), never a piece alone."""
     # Trim blank lines at both ends so line ranges point at text.
     while start < end and not lines[start - 1].strip():
         start += 1
@@ -186,7 +190,8 @@ def _split_section(lines, start, end, max_tokens, count=estimate_tokens):
         if len(blocks) == 1:
             yield from _split_line(lines[start - 1], start, max_tokens, count)
             return
-    cur_start = cur_end = None
+    cur_start: int | None = None
+    cur_end = 0
     cur_tokens = 0
     for b_start, b_end in blocks:
         b_tokens = count("\n".join(lines[b_start - 1:b_end]))
@@ -195,11 +200,11 @@ def _split_section(lines, start, end, max_tokens, count=estimate_tokens):
             # chunk of its own: every chunk of the section carries it already
             # (its heading path is indexed and embedded with it), and a
             # one-line chunk of it would outrank the section on its words.
-            if not (cur_start == cur_end == start and ATX_HEADING_RE.match(lines[start - 1])):
+            if not _only_headings(lines, cur_start, cur_end, headings):
                 yield cur_start, cur_end, "\n".join(lines[cur_start - 1:cur_end])
             cur_start = None
         if b_tokens > max_tokens:
-            yield from _split_section(lines, b_start, b_end, max_tokens, count)
+            yield from _split_section(lines, b_start, b_end, max_tokens, count, headings)
             continue
         if cur_start is None:
             cur_start, cur_tokens = b_start, 0

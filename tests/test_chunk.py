@@ -1,3 +1,5 @@
+import pytest
+
 from indexer.chunk import CHUNK_MAX_TOKENS, chunk_note, estimate_tokens
 from indexer.parse import parse_note
 
@@ -57,6 +59,27 @@ def test_a_heading_that_does_not_fit_beside_its_text_is_no_chunk_of_its_own():
     covered = {ln for c in chunks for ln in range(c.start_line, c.end_line + 1)}
     assert {i + 1 for i, line in enumerate(lines) if line.strip()} - covered == {1, 5}
     assert any(c.text.startswith("#tag line") for c in chunks)
+
+
+@pytest.mark.parametrize("text", [
+    "# Title\n## Part\n\n" + "word " * 199 + "\n",                 # a heading merged into the next one
+    "# Title\n\n## Part\n\n" + "word " * 199 + "\n",
+    "## Part\n" + "word " * 600 + "\n",                               # one long line right under it
+])
+def test_headings_alone_are_never_a_chunk_however_the_section_is_cut(text):
+    chunks = chunk_note(parse_note("n.md", text))
+    assert chunks and all(not c.text.startswith("#") for c in chunks)
+    assert all(estimate_tokens(c.text) <= CHUNK_MAX_TOKENS for c in chunks)
+    assert sum(c.text.count("word") for c in chunks) == text.count("word")
+
+
+def test_a_comment_line_in_a_code_fence_is_no_heading_and_is_kept():
+    # Cut inside the fence, "# install the thing" starts a piece that does not fit
+    # beside the next line: it is code, not a heading, and stays searchable.
+    text = "# H\n\n```bash\napt-get update\n\n# install the thing\n" + "word " * 395 + "\n```\n"
+    chunks = chunk_note(parse_note("n.md", text))
+    covered = {ln for c in chunks for ln in range(c.start_line, c.end_line + 1)}
+    assert 6 in covered and any("# install the thing" in c.text for c in chunks)
 
 
 def test_token_estimate_is_pessimistic_for_han_and_latin():

@@ -70,10 +70,10 @@ def test_the_hybrid_ranks_known_items_at_least_as_well_as_either_retriever(tasks
     # Issue 14's target 1 on the sample (the whole dev set: benchmarks/README.md).
     assert m["hybrid"]["all"]["hit@1"] >= 0.80
     assert m["hybrid"]["all"]["r@10"] >= 0.95
-    # Chinese questions over the English docs: the translation must at least double what
-    # the vectors alone put first (the sample's 4: vector 1, hybrid 2; the whole dev set's
-    # 15: 2 and 9, short of the target's 0.70, which the sample cannot stand in for).
-    assert m["hybrid"]["crosslingual"]["hit@1"] >= max(0.5, 2 * m["vector"]["crosslingual"]["hit@1"])
+    # Chinese questions over the English docs: the translation must put at least half of
+    # them first, and one more than the vectors alone (the sample's 4: vector 1, hybrid 2;
+    # the whole dev set's 15: 2 and 9, short of the target's 0.70, which 4 cannot show).
+    assert m["hybrid"]["crosslingual"]["hit@1"] >= max(0.5, m["vector"]["crosslingual"]["hit@1"] + 0.25)
     assert m["hybrid"]["crosslingual"]["mrr@10"] >= m["vector"]["crosslingual"]["mrr@10"]
 
 

@@ -566,3 +566,26 @@ def test_a_foreign_questions_keyword_list_weighs_by_its_words_without_a_translat
     assert named.weights["translated"] < 1.0
     floor = FOREIGN_KEYWORD_SHARE * keyword_weight(named.term_coverage, KEYWORD_BASE_WEIGHT)
     assert named.weights["fts"] >= floor - 1e-3      # explain rounds to 4 places
+
+
+def test_names_the_notes_write_as_the_question_does_keep_its_keyword_list(tmp_path):
+    from vault_search.fusion import KEYWORD_BASE_WEIGHT, keyword_weight
+    from vault_search.search import FOREIGN_KEYWORD_SHARE
+
+    notes = {**ZH_NOTES, "运维.md": "# 运维\n\n用 docker 和 nginx 部署服务，kubectl 管理集群，helm 安装应用，重启容器。\n",
+             "插头.md": "# 插头\n\n这个 plug 坏了，插件装不上。\n"}
+    with _translating_index(tmp_path, notes) as idx:
+        ex = idx.search("restart docker compose nginx kubectl helm container", mode="hybrid", explain=True,
+                        min_score=0).explain
+        hyphen = idx.search("install the plug-in then restart the application", mode="hybrid", explain=True,
+                            min_score=0).explain
+    # Mostly names without a translation: the keyword list weighs by them, above its floor.
+    assert ex.foreign_query and ex.untranslated_coverage > 0.5
+    floor = FOREIGN_KEYWORD_SHARE * keyword_weight(ex.term_coverage, KEYWORD_BASE_WEIGHT)
+    assert ex.weights["fts"] == pytest.approx(keyword_weight(ex.untranslated_coverage, KEYWORD_BASE_WEIGHT),
+                                              abs=2e-3)
+    assert ex.weights["fts"] > floor + 0.1
+    assert ex.weights["translated"] == pytest.approx(max(1 - ex.untranslated_coverage, 0.7), abs=1e-3)
+    # "plug", a part of "plug-in" translated whole (插件), is translated with it, though a note has it.
+    assert hyphen.foreign_query and "插件" in hyphen.translated_match
+    assert hyphen.untranslated_coverage == 0.0 < hyphen.term_coverage

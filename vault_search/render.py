@@ -113,6 +113,9 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
             why = (f"a question in a script the notes mostly are not (Han share {ex.notes_han_share})"
                    if ex.foreign_query else "most of its words are not in the index")
             lines.append(click.style(f"translated ({why}): {ex.translated_match}", dim=True))
+            if ex.untranslated_coverage is not None:
+                lines.append(click.style(f"its words without a translation found in the index: "
+                                         f"{ex.untranslated_coverage} (the keyword list weighs by these)", dim=True))
             if ex.translated_text:
                 lines.append(click.style(f"embedded beside the query for the vector list: {ex.translated_text}",
                                          dim=True))

@@ -104,6 +104,8 @@ class Explain:
     proximity_match: str | None = None    # hybrid: the NEAR pairs of the query's Chinese phrases, when they found notes
     foreign_query: bool = False            # hybrid: a question in a script the notes mostly are not
     notes_han_share: float | None = None   # hybrid: the notes' share of Han (Index.han_share)
+    untranslated_coverage: float | None = None   # a translated foreign question: the coverage of its
+    #                                              words without a translation (what its keyword list weighs by)
 
     def to_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "ranks"},

@@ -159,9 +159,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
             freqs = document_frequencies(conn, fq.terms)
             coverage = term_coverage(conn, fq.terms, freqs) if mode == "hybrid" else None
             foreign = mode == "hybrid" and foreign_query(index, fq)
-            translation, near = side_queries(index, query, fq, mode, coverage, foreign)
-            untranslated = term_coverage(conn, fq.terms, freqs, translation.sources) \
-                if foreign and translation is not None else None
+            translation, near = side_queries(index, query, fq, mode, coverage, foreign, freqs)
             lists, warnings = retriever_lists(index, query, fq, filters, mode,
                                               note_depth(mode, limit, options.depth), translation, near)
             embedded, chunks = vector_coverage(conn, index.model_spec)
@@ -171,7 +169,7 @@ def run(index: Index, query: str, options: SearchOptions | None = None,
                 warnings.append(f"{chunks - embedded} of {chunks} chunks still wait for a vector: vector search "
                                 "sees the others only (`vault-search index`, or a running `serve`, embeds them)")
             fusion = fuse(conn, lists, fq.terms, mode, options, embedded / chunks if chunks else 1.0, coverage,
-                          foreign, untranslated)
+                          foreign, translation)
             named = name_matches(conn, query, filters)
             fused = put_first(fusion.fused, named, first_chunks(conn, [n for n, _ in named], filters))
             floor = min_score(options, mode)
@@ -336,6 +334,8 @@ class Translation:
     chunks: dict[str, frozenset[int]] = field(default_factory=dict)   # the chunks holding each translation
     text: str = ""                  # the query word by word: each word's translations, or the word itself
     blend: float = 1.0              # the weight of ``text``'s embedding beside the query's (vector_list)
+    # A foreign question: the coverage of its words left as they are (no translation), for ``fuse``.
+    untranslated: float | None = None
 
 
 class ChunkSets:
@@ -533,7 +533,7 @@ def sample_han_share(conn: sqlite3.Connection) -> float | None:
 
 
 def side_queries(index: Index, query: str, fq: FtsQuery, mode: str, coverage: float | None,
-                 foreign: bool) -> tuple[Translation | None, FtsQuery | None]:
+                 foreign: bool, freqs: Frequencies | None = None) -> tuple[Translation | None, FtsQuery | None]:
     """Stage 2b, in the hybrid: the query's translation when it needs one
     (``needs_translation``), else its Chinese phrases (``query.proximity_query``:
     a translated question's own words are fragments of another language)."""
@@ -545,6 +545,10 @@ def side_queries(index: Index, query: str, fq: FtsQuery, mode: str, coverage: fl
         # Translated for its unknown words only: the translation stands in for
         # them, in the vectors as in the keyword lists (fuse: 1 - coverage).
         translation = replace(translation, blend=1.0 - (coverage or 0.0))
+    elif translation is not None:
+        # The parts of a hyphenated word translated whole are translated with it.
+        covered = {*translation.sources, *(p for w in translation.sources if "-" in w for p in w.split("-"))}
+        translation = replace(translation, untranslated=term_coverage(index.conn, fq.terms, freqs, covered))
     return translation, proximity_query(query, index.segmenter) if mode == "hybrid" and not translation else None
 
 
@@ -636,21 +640,23 @@ class Fusion:
     weights: dict[str, float]     # the weights used
     coverage: float | None        # hybrid: the share of the query's words the index knows
     foreign: bool = False         # hybrid: a question in a script the notes mostly are not (foreign_query)
+    untranslated: float | None = None   # ... translated: the coverage of its words without a translation
 
 
 def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
          options: SearchOptions, embedded_share: float = 1.0, coverage: float | None = None,
-         foreign: bool = False, untranslated: float | None = None) -> Fusion:
+         foreign: bool = False, translation: Translation | None = None) -> Fusion:
     """Stage 4: weighted RRF of the lists; in the hybrid, unless the keyword weight is
     given, it is scaled by the query's word coverage (fusion.keyword_weight), and
     unless the vector weight is given, by the share of chunks that have a vector,
     squared: while an index is still being embedded the vector list cannot rank
     a note whose chunks wait, and at full weight it would push every such note
     down below notes that merely happen to have vectors already.
-    ``untranslated``: for a translated foreign question, the coverage of its
-    words that have no translation (names, numbers, jargon the notes write as
-    the query does); its other words are the translated list's."""
+    For a translated foreign question, ``translation.untranslated`` is the
+    coverage of its words that have no translation (names, numbers, jargon the
+    notes write as the query does); its other words are the translated list's."""
     weights = {**DEFAULT_WEIGHTS, **(options.weights or {})}
+    untranslated = translation.untranslated if translation is not None else None
     if mode == "hybrid" and not (options.weights and "fts" in options.weights):
         coverage = term_coverage(conn, terms) if coverage is None else coverage
         base, weights["fts"] = weights["fts"], keyword_weight(coverage, weights["fts"])
@@ -676,7 +682,7 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** PARTIAL_POWER
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None,
-                  foreign)
+                  foreign, untranslated if mode == "hybrid" else None)
 
 
 # Calibrated vector evidence: a chunk this many standard deviations above the
@@ -1059,6 +1065,7 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
         fts_match=fq.match, terms=fq.terms, filters=filters.sql()[0] if filters else None,
         rrf_k=options.rrf_k or RRF_K, weights={k: round(v, 4) for k, v in fusion.weights.items()},
         term_coverage=None if fusion.coverage is None else round(fusion.coverage, 4),
+        untranslated_coverage=None if fusion.untranslated is None else round(fusion.untranslated, 4),
         name_matches=named_paths, recency_half_life=options.recency_half_life,
         ranks=[ExplainRank(path=r.path, fts_rank=f.ranks.get("fts"), fts_score=_round(f.scores.get("fts")),
                            vector_rank=f.ranks.get("vector"), vector_score=_round(f.scores.get("vector")),
