@@ -74,11 +74,13 @@ class ProgressLines:
 
     def __init__(self, stage: str, unit: str, every: float = PROGRESS_EVERY_S, stream: bool = False):
         self.stage, self.unit, self.every, self.stream = stage, unit, every, stream
-        self.started = time.monotonic()
-        self.last = self.started
+        self.started: float | None = None   # the stage's first report: its rate leaves out earlier stages
+        self.last = 0.0
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
+        if self.started is None:
+            self.started = self.last = now
         if now - self.last < self.every and not (self.stream and done >= total and done):
             return
         self.last = now
