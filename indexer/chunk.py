@@ -107,37 +107,38 @@ def chunk_note(note: ParsedNote, max_tokens: int = CHUNK_MAX_TOKENS,
 
     daily = DAILY_NAME_RE.search(note.path)
     day = f"{daily.group(1)}-{daily.group(2)}-{daily.group(3)}" if daily else None
-    # Sections: (first line, last line, heading path, entry time); 1-based lines.
-    sections: list[tuple[int, int, str, str | None]] = []
-    stack: list[tuple[int, str, str | None]] = []
+    # Sections: (first line, last line, heading path, entry time, the lines of the
+    # headings on the path); 1-based lines.
+    sections: list[tuple[int, int, str, str | None, frozenset[int]]] = []
+    stack: list[tuple[int, str, str | None, int]] = []
     starts = [(note.body_start, None)] + [(h.line, h) for h in note.headings]
     for i, (start, heading) in enumerate(starts):
         end = starts[i + 1][0] - 1 if i + 1 < len(starts) else n
         if heading is not None:
             while stack and stack[-1][0] >= heading.level:
                 stack.pop()
-            stack.append((heading.level, heading.text, entry_time(day, heading.text)))
+            stack.append((heading.level, heading.text, entry_time(day, heading.text), heading.line))
         if end >= start:
-            at = next((t for _, _, t in reversed(stack) if t), None)
-            sections.append((start, end, " > ".join(t for _, t, _ in stack if t), at))
+            at = next((t for _, _, t, _ in reversed(stack) if t), None)
+            sections.append((start, end, " > ".join(t for _, t, _, _ in stack if t), at,
+                             frozenset(line for *_, line in stack)))
 
     # A heading with nothing under it but blank lines joins the next section,
     # so "# Title" followed by "## Part" does not make a chunk of one line.
-    merged: list[tuple[int, int, str, str | None]] = []
+    merged: list[tuple[int, int, str, str | None, frozenset[int]]] = []
     carry_start = None
-    for i, (start, end, path, at) in enumerate(sections):
+    for i, (start, end, path, at, on_path) in enumerate(sections):
         if i + 1 < len(sections) and _content_lines(lines, start, end) <= 1 \
                 and (_is_heading_only(lines, start, end) or not _has_text(lines, start, end)):
             carry_start = start if carry_start is None else carry_start
             continue
         if carry_start is not None:
             start, carry_start = carry_start, None
-        merged.append((start, end, path, at))
+        merged.append((start, end, path, at, on_path))
 
-    headings = frozenset(h.line for h in note.headings)
     chunks: list[Chunk] = []
-    for start, end, path, at in merged:
-        for s, e, text in _split_section(lines, start, end, max_tokens, count, headings):
+    for start, end, path, at, on_path in merged:
+        for s, e, text in _split_section(lines, start, end, max_tokens, count, on_path):
             if text.strip():
                 chunks.append(Chunk(len(chunks), path, s, e, text, at))
     return chunks
@@ -152,8 +153,7 @@ def _content_lines(lines: list[str], start: int, end: int) -> int:
 
 
 def _only_headings(lines: list[str], start: int, end: int, headings: frozenset[int]) -> bool:
-    """Every non-blank line from ``start`` to ``end`` is a heading the parser found
-    (not a ``# comment`` in a code fence, not a ``#tag``)."""
+    """Every non-blank line from ``start`` to ``end`` is one of ``headings``."""
     return all(i in headings for i in range(start, end + 1) if lines[i - 1].strip())
 
 
@@ -162,8 +162,12 @@ def _is_heading_only(lines: list[str], start: int, end: int) -> bool:
 
 
 def _split_section(lines, start, end, max_tokens, count=estimate_tokens, headings: frozenset[int] = frozenset()):
-    """Yield (first line, last line, text) pieces of at most ``max_tokens``;
-    ``headings``: the note's heading lines (1-based), never a piece alone."""
+    """Yield (first line, last line, text) pieces of at most ``max_tokens``.
+    ``headings``: the lines of the headings on the section's heading path. A
+    piece of nothing else before more text is left out: every chunk of the
+    section carries them in its path. Any other line stays in a piece: a
+    ``# comment`` in a code fence, a ``#tag``, a sibling heading with nothing
+    under it that merged into this section (not on its path)."""
     # Trim blank lines at both ends so line ranges point at text.
     while start < end and not lines[start - 1].strip():
         start += 1

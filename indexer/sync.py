@@ -37,7 +37,7 @@ RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # skipped with a reason starting so, and read again at every sync until it works.
 RETRY_REASON = "cannot read"
 VANISHED = "vanished while indexing; will be picked up if it comes back"
-CHUNKER_VERSION = f"7/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
+CHUNKER_VERSION = f"8/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
 
 Progress = Callable[[int, int], None]
 

@@ -73,6 +73,23 @@ def test_headings_alone_are_never_a_chunk_however_the_section_is_cut(text):
     assert sum(c.text.count("word") for c in chunks) == text.count("word")
 
 
+@pytest.mark.parametrize(("path", "text", "kept"), [
+    ("n.md", "## Alpha budget\n## Beta\n\n" + "word " * 198 + "\n", ["Alpha budget"]),        # a sibling
+    ("n.md", "# T\n\n### Gamma ideas\n## Delta\n\n" + "word " * 198 + "\n", ["Gamma ideas"]),
+    ("2024-05-01.md", "### 09:30 Stand-up\n### 10:00 Review\n\n" + "word " * 198 + "\n", ["09:30 Stand-up"]),
+    ("n.md", "".join(f"## Section {i} about topic{i}\n" for i in range(120)) + "word " * 300 + "\n",
+     [f"topic{i} " for i in range(120)]),                                                  # an outline
+])
+def test_a_heading_merged_into_a_section_it_is_not_the_path_of_stays_in_its_text(path, text, kept):
+    # A heading with nothing under it joins the next section; when it is not on that
+    # section's path (a sibling, an entry), its words are in no heading path, so its line
+    # stays in a chunk, however the section is cut.
+    chunks = chunk_note(parse_note(path, text))
+    searchable = " ".join(f"{c.heading} {c.text}" for c in chunks).replace("\n", " ") + " "
+    assert [k for k in kept if k not in searchable] == []
+    assert all(estimate_tokens(c.text) <= CHUNK_MAX_TOKENS for c in chunks)
+
+
 def test_a_comment_line_in_a_code_fence_is_no_heading_and_is_kept():
     # Cut inside the fence, "# install the thing" starts a piece that does not fit
     # beside the next line: it is code, not a heading, and stays searchable.

@@ -167,3 +167,16 @@ def test_snippets_are_reading_view_text_and_md_pastes_them_as_text(cli, tmp_path
                   "&file=Notes%2FPaste.md)\n"
                   "  > Zephyr facts The zephyr is a \\#weather/wind word, see wind list. Wind · Note zephyr · west "
                   "wind Type \\[\\[Raw\\]\\] \\<b\\> to link.\n")
+
+
+def test_progress_lines_count_a_stages_rate_from_its_first_report(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from vault_search import progress
+
+    clock = iter([100.0, 150.0])
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    lines = progress.ProgressLines("embedding", "chunks", every=0)
+    lines(9000, 10000)      # found in the cache at once, at the stage's first report
+    lines(10000, 10000)     # then 1,000 embedded in 50 s
+    assert capsys.readouterr().err.splitlines()[-1] == "embedding: 10000/10000 chunks (100%), 20.0/s"

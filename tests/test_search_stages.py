@@ -570,6 +570,7 @@ def test_a_foreign_questions_keyword_list_weighs_by_its_words_without_a_translat
 
 def test_names_the_notes_write_as_the_question_does_keep_its_keyword_list(tmp_path):
     from vault_search.fusion import KEYWORD_BASE_WEIGHT, keyword_weight
+    from vault_search.render import render_explain
     from vault_search.search import FOREIGN_KEYWORD_SHARE
 
     notes = {**ZH_NOTES, "运维.md": "# 运维\n\n用 docker 和 nginx 部署服务，kubectl 管理集群，helm 安装应用，重启容器。\n",
@@ -586,6 +587,7 @@ def test_names_the_notes_write_as_the_question_does_keep_its_keyword_list(tmp_pa
                                               abs=2e-3)
     assert ex.weights["fts"] > floor + 0.1
     assert ex.weights["translated"] == pytest.approx(max(1 - ex.untranslated_coverage, 0.7), abs=1e-3)
+    assert any(f"left untranslated: {ex.untranslated_coverage}" in line for line in render_explain(ex, "hybrid"))
     # "plug", a part of "plug-in" translated whole (插件), is translated with it, though a note has it.
     assert hyphen.foreign_query and "插件" in hyphen.translated_match
     assert hyphen.untranslated_coverage == 0.0 < hyphen.term_coverage

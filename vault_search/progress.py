@@ -74,18 +74,22 @@ class ProgressLines:
 
     def __init__(self, stage: str, unit: str, every: float = PROGRESS_EVERY_S, stream: bool = False):
         self.stage, self.unit, self.every, self.stream = stage, unit, every, stream
-        self.started: float | None = None   # the stage's first report: its rate leaves out earlier stages
+        # The stage's first report: its rate counts from there, leaving out the
+        # stages before it and the work reported at once (chunks found cached).
+        self.started: float | None = None
+        self.base = 0
         self.last = 0.0
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
         if self.started is None:
             self.started = self.last = now
+            self.base = done
         if now - self.last < self.every and not (self.stream and done >= total and done):
             return
         self.last = now
         elapsed = now - self.started
-        rate = done / elapsed if elapsed > 0 else 0.0
+        rate = (done - self.base) / elapsed if elapsed > 0 else 0.0
         if self.stream:
             click.echo(json.dumps({"event": "progress", "stage": self.stage, "done": done, "total": total,
                                    "elapsed_s": round(elapsed, 2)}))

@@ -114,8 +114,8 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
                    if ex.foreign_query else "most of its words are not in the index")
             lines.append(click.style(f"translated ({why}): {ex.translated_match}", dim=True))
             if ex.untranslated_coverage is not None:
-                lines.append(click.style(f"its words without a translation found in the index: "
-                                         f"{ex.untranslated_coverage} (the keyword list weighs by these)", dim=True))
+                lines.append(click.style(f"its words found in the index and left untranslated: "
+                                         f"{ex.untranslated_coverage}", dim=True))
             if ex.translated_text:
                 lines.append(click.style(f"embedded beside the query for the vector list: {ex.translated_text}",
                                          dim=True))
