@@ -134,17 +134,10 @@ def progress(label: str, total: int):
         yield bar.update
 
 
-@contextmanager
 def sync_progress():
-    """``(progress, embed_progress)`` for ``Index.sync``: bars on a terminal
-    (stderr), else a line on stderr every few seconds, so a benchmark that
-    builds or embeds an index for many minutes is seen to move."""
-    from vault_search.progress import PROGRESS_EVERY_S, LazyProgressBar, ProgressLines, progress_period
+    """``(progress, embed_progress)`` for ``Index.sync``, on stderr: bars on a
+    terminal, else a line every few seconds, so a benchmark that builds or
+    embeds an index for many minutes is seen to move."""
+    from vault_search.progress import sync_progress as progress_of_sync
 
-    if sys.stderr.isatty():
-        with LazyProgressBar("Indexing ", file=sys.stderr) as notes, \
-                LazyProgressBar("Embedding", rate=True, file=sys.stderr) as chunks:
-            yield notes, chunks
-        return
-    every = progress_period(PROGRESS_EVERY_S)
-    yield ProgressLines("indexing", "note reads and writes", every), ProgressLines("embedding", "chunks", every)
+    return progress_of_sync(sys.stderr.isatty(), file=sys.stderr)

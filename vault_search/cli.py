@@ -199,22 +199,16 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
     """
     from indexer.writer import IndexWriter
 
-    from .progress import PROGRESS_EVERY_S, STREAM_EVERY_S, LazyProgressBar, ProgressLines, progress_period
+    from .progress import PROGRESS_EVERY_S, STREAM_EVERY_S, progress_period, sync_progress
     from .render import plural, printable
 
     as_json = as_json or stream
     config = _config(ctx).with_overrides(ignore, include_dot)
     with IndexWriter.open(config, create=True, rebuild=rebuild) as writer:
-        if sys.stdout.isatty() and not as_json:
-            with LazyProgressBar("Indexing ") as progress, LazyProgressBar("Embedding", rate=True) as embed_bar:
-                report = writer.sync(progress=progress, force=force, embed=not no_embed, model=model,
-                                     embed_progress=embed_bar)
-        else:
-            every = progress_period(STREAM_EVERY_S if stream and as_json else PROGRESS_EVERY_S)
-            streamed = stream and as_json
-            report = writer.sync(progress=ProgressLines("indexing", "note reads and writes", every, streamed),
-                                 force=force, embed=not no_embed, model=model,
-                                 embed_progress=ProgressLines("embedding", "chunks", every, streamed))
+        streamed = stream and as_json
+        every = progress_period(STREAM_EVERY_S if streamed else PROGRESS_EVERY_S)
+        with sync_progress(sys.stdout.isatty() and not as_json, every=every, stream=streamed) as (notes, chunks):
+            report = writer.sync(progress=notes, force=force, embed=not no_embed, model=model, embed_progress=chunks)
     if as_json:
         from dataclasses import asdict
 

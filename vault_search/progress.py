@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -97,3 +99,20 @@ class ProgressLines:
         left = f", about {(total - done) / rate:.0f} s left" if rate and total > done else ""
         share = f" ({100 * done / total:.0f}%)" if total else ""
         click.echo(f"{self.stage}: {done}/{total} {self.unit}{share}, {rate:.1f}/s{left}", err=True)
+
+
+@contextmanager
+def sync_progress(terminal: bool, file: Any = None, every: float | None = None,
+                  stream: bool = False) -> Iterator[tuple[Any, Any]]:
+    """``(progress, embed_progress)`` for a sync: bars on ``file`` (None:
+    stdout) when it is a ``terminal``, else ``ProgressLines`` every ``every``
+    seconds (default: ``$VAULT_SEARCH_PROGRESS_S`` or PROGRESS_EVERY_S), or
+    JSON events with ``stream``."""
+    if terminal:
+        with LazyProgressBar("Indexing ", file=file) as notes, \
+                LazyProgressBar("Embedding", rate=True, file=file) as chunks:
+            yield notes, chunks
+        return
+    every = progress_period(PROGRESS_EVERY_S) if every is None else every
+    yield ProgressLines("indexing", "note reads and writes", every, stream), \
+        ProgressLines("embedding", "chunks", every, stream)

@@ -447,6 +447,12 @@ def title_list(conn: sqlite3.Connection, query: str, lists: dict[str, list[Chunk
     return [ChunkHit(opening[n], n, round(best[n], 4), rank) for rank, n in enumerate(alike, 1) if n in opening]
 
 
+def parts_translated_whole(sources: dict[str, list[str]]) -> set[str]:
+    """The parts of the hyphenated words translated whole ("plug-in": plug,
+    in): each stands with its word, translated with it."""
+    return {part for word in sources if "-" in word for part in word.split("-")}
+
+
 def whole_words(terms: list[str], sources: dict[str, list[str]],
                 han_words: frozenset[str] | None = None) -> list[str]:
     """What of the query ``translated_query`` embeds, in order (each word then
@@ -463,7 +469,7 @@ def whole_words(terms: list[str], sources: dict[str, list[str]],
         if has_han(t) and (t not in han_words if han_words is not None else any(
                 t != longer and t in longer and longer in sources for longer in terms if has_han(longer))):
             continue
-        if any(t in whole.split("-") for whole in terms if "-" in whole and whole in sources):
+        if t in parts_translated_whole(sources):
             continue
         out.append(t)
     return out
@@ -546,8 +552,7 @@ def side_queries(index: Index, query: str, fq: FtsQuery, mode: str, coverage: fl
         # them, in the vectors as in the keyword lists (fuse: 1 - coverage).
         translation = replace(translation, blend=1.0 - (coverage or 0.0))
     elif translation is not None:
-        # The parts of a hyphenated word translated whole are translated with it.
-        covered = {*translation.sources, *(p for w in translation.sources if "-" in w for p in w.split("-"))}
+        covered = {*translation.sources, *parts_translated_whole(translation.sources)}
         translation = replace(translation, untranslated=term_coverage(index.conn, fq.terms, freqs, covered))
     return translation, proximity_query(query, index.segmenter) if mode == "hybrid" and not translation else None
 
@@ -640,7 +645,6 @@ class Fusion:
     weights: dict[str, float]     # the weights used
     coverage: float | None        # hybrid: the share of the query's words the index knows
     foreign: bool = False         # hybrid: a question in a script the notes mostly are not (foreign_query)
-    untranslated: float | None = None   # ... translated: the coverage of its words without a translation
 
 
 def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list[str], mode: str,
@@ -682,7 +686,7 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** PARTIAL_POWER
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None,
-                  foreign, untranslated if mode == "hybrid" else None)
+                  foreign)
 
 
 # Calibrated vector evidence: a chunk this many standard deviations above the
@@ -1065,7 +1069,8 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
         fts_match=fq.match, terms=fq.terms, filters=filters.sql()[0] if filters else None,
         rrf_k=options.rrf_k or RRF_K, weights={k: round(v, 4) for k, v in fusion.weights.items()},
         term_coverage=None if fusion.coverage is None else round(fusion.coverage, 4),
-        untranslated_coverage=None if fusion.untranslated is None else round(fusion.untranslated, 4),
+        untranslated_coverage=None if translation is None or translation.untranslated is None
+        else round(translation.untranslated, 4),
         name_matches=named_paths, recency_half_life=options.recency_half_life,
         ranks=[ExplainRank(path=r.path, fts_rank=f.ranks.get("fts"), fts_score=_round(f.scores.get("fts")),
                            vector_rank=f.ranks.get("vector"), vector_score=_round(f.scores.get("vector")),
