@@ -145,3 +145,36 @@ def test_serve_keeps_indexing_after_a_failed_write(tmp_path, ledger):
     assert "RecursionError" not in err and "damaged" not in err
     ledger.record("crash", "OSError inside a write transaction of `serve`",
                   "logged, retried; the edit is searchable, `index` beside it works")
+
+
+@pytest.mark.parametrize("fault,error", [("fts-batch=oserror", OSError), ("txn:finish=interrupt", KeyboardInterrupt)])
+def test_an_error_midway_through_a_rechunk_after_an_upgrade_is_redone_by_the_next_sync(
+        reference, tmp_path, monkeypatch, fault, error):
+    """A new chunker version re-chunks every note on the next sync (indexer/sync.py). An
+    ordinary error halfway (a batch of notes committed, or at the last transaction) leaves
+    the old version recorded, the locks free, and the next sync redoes the whole re-chunk:
+    the index ends as a clean build."""
+    from indexer.store import get_meta, set_meta
+
+    vault, ref = reference
+    index = tmp_path / "index"
+    faults.reset()
+    idx = Index.open(vault, index, create=True)
+    try:
+        idx.sync(model=MODEL)
+        current = get_meta(idx.conn, "chunker_version")
+        with idx.conn:
+            set_meta(idx.conn, "chunker_version", "5/400/440/estimate")   # as an older release left it
+            idx.conn.execute("UPDATE chunks_fts SET body = 'stale' WHERE rowid = (SELECT min(id) FROM chunks)")
+        monkeypatch.setenv(faults.ENV, fault)
+        with pytest.raises(error):
+            idx.sync(model=MODEL)
+        assert not idx.conn.in_transaction and lock_is_free(index)
+        assert get_meta(idx.conn, "chunker_version") == "5/400/440/estimate"
+        monkeypatch.delenv(faults.ENV)
+        report = idx.sync(model=MODEL)
+        assert report.full_rebuild and get_meta(idx.conn, "chunker_version") == current
+    finally:
+        idx.close()
+        faults.reset()
+    assert snapshot(index) == ref
