@@ -456,6 +456,24 @@ def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_qu
     assert response.explain.translated_match and response.results[0].path.startswith("服务器/")
 
 
+def test_a_translation_the_question_also_writes_as_is_stays_in_the_translated_list(tmp_path):
+    from vault_search.search import translated_query
+
+    # A Chinese question that names an instruction in English: 过滤 translates
+    # to "filter", which the question also writes. The translated list is what
+    # a foreign question's words count in (its own keyword list weighs next to
+    # nothing), so "filter" must be there.
+    notes = {"filters.md": "# Custom filters\n\nA filter by function returns true or false.\n",
+             "sorting.md": "# Sorting\n\nA sort by function returns a key.\n"}
+    query = "用 filter by function 写的过滤条件要返回什么"
+    with _translating_index(tmp_path, notes) as idx:
+        translation = translated_query(idx.conn, fts_query(query, idx.segmenter))
+        ex = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
+    assert "filter" in translation.sources["过滤"] and "filter" in translation.query.terms
+    assert '"filter"' in ex.translated_match
+    assert next(r for r in ex.ranks if r.path == "filters.md").translated_rank == 1
+
+
 def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_path):
     from vault_search.search import translated_query, vector_list
 

@@ -385,8 +385,11 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery,
             pairs = translate.en_to_zh([term], chunks.has)
         else:
             continue
+        # A translation the question also writes as is stays ("filter" for 过滤
+        # in "用 filter by function 写自定义过滤条件"): the keyword list that
+        # holds the question's own words weighs next to nothing for a foreign one.
         words = [(w, weight) for w, weight in pairs if weight >= translate.min_weight(term)
-                 and w not in STOP_WORDS and w not in fq.terms]
+                 and w not in STOP_WORDS]
         if words:
             candidates[term] = words
             if "-" in term:
