@@ -37,7 +37,10 @@ RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # skipped with a reason starting so, and read again at every sync until it works.
 RETRY_REASON = "cannot read"
 VANISHED = "vanished while indexing; will be picked up if it comes back"
-CHUNKER_VERSION = f"8/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
+# Bump when what a note's chunks or their FTS rows hold changes: every note is
+# processed again at the next sync (vectors are reused where a chunk's text is
+# the same). 9: a note's folder joined its tags in the FTS row.
+CHUNKER_VERSION = f"9/{CHUNK_MAX_TOKENS}/{CHUNK_MAX_MODEL_TOKENS}"
 
 Progress = Callable[[int, int], None]
 
@@ -644,13 +647,20 @@ def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
 
 
 def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:
-    stem = note.path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    *folders, name = note.path.split("/")
+    stem = name.rsplit(".", 1)[0]
     names = list(note.aliases)
     if stem.casefold() != note.title.casefold():
         names.append(stem)  # the file name is how people remember a note
+    # A note's folder says what it is about, as its tags do (王者荣耀/草丛与视野.md
+    # never writes 王者荣耀, while the folder's overview note lists every page in
+    # it). Only the folder the note is in: the ones above it sort, they do not
+    # name a topic ("Spaces/3-Resource", "Sources/Books"), and every note below
+    # them would share their words (dev set: the nearest folder ranked one more
+    # question first than all of them).
     return (segmenter.segment_text(note.title),
             segmenter.segment_text(" \n ".join(names)),
-            segmenter.segment_text(" \n ".join(note.tags)))
+            segmenter.segment_text(" \n ".join([*note.tags, *folders[-1:]])))
 
 
 def _note_rows(note: ParsedNote, segmenter: Segmenter, chunking):
@@ -735,7 +745,9 @@ def _resegment(conn, segmenter: Segmenter, words: list[str], skip_notes: Iterabl
     done: set[int] = set()
     for i in range(0, len(words), RESEGMENT_GROUP):
         group = words[i:i + RESEGMENT_GROUP]
-        cond = " OR ".join(["instr(n.title || n.aliases || n.tags || c.heading || c.text, ?) > 0"] * len(group))
+        # The path too: the file name and the note's folder are in its FTS row.
+        cond = " OR ".join(["instr(n.path || n.title || n.aliases || n.tags || c.heading || c.text, ?) > 0"]
+                           * len(group))
         rows = conn.execute(
             f"SELECT c.id, c.note_id, c.heading, c.text, n.path, n.title, n.aliases, n.tags "
             f"FROM chunks c JOIN notes n ON n.id = c.note_id "

@@ -199,3 +199,30 @@ def test_scores_of_very_common_words_are_not_rounded_to_zero(tmp_path):
     with Index.open(vault, tmp_path / "i", create=True) as idx:
         idx.sync(embed=False)
         assert all(r.score != 0 for r in idx.search("common").results)
+
+
+def test_a_notes_folder_is_searched_with_its_tags_and_follows_a_move(tmp_path):
+    """A page in a topic folder rarely repeats the topic, while the folder's
+    overview lists every page in it: the folder a note is in is a word of the
+    note (as its tags are; the folders above it only sort), and a note moved to
+    another folder takes the new one."""
+    vault = tmp_path / "vault"
+    write(vault / "王者荣耀" / "草丛与视野.md", "# 草丛与视野\n\n站在草丛里，对面看不到你的位置。\n")
+    write(vault / "Spaces" / "Games" / "bushes.md", "# Bushes\n\nStanding in a bush hides you from the other side.\n")
+    write(vault / "Notes" / "cooking.md", "# Cooking\n\nRice and miso soup.\n")
+    with Index.open(vault, tmp_path / "index", create=True) as idx:
+        idx.sync(embed=False)
+        # The overview comes later, and its name joins the segmenter's dictionary:
+        # the page written before is segmented again, its folder word too.
+        write(vault / "王者荣耀" / "§ 王者荣耀.md", "# § 王者荣耀\n\n- [[草丛与视野]]\n- [[出装与对线]]\n")
+        idx.sync(embed=False)
+        row = idx.conn.execute("SELECT f.tags FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                               "JOIN notes n ON n.id = c.note_id WHERE n.path = '王者荣耀/草丛与视野.md'").fetchone()
+        assert "王者荣耀" in row[0].split()
+        assert paths(idx, "王者荣耀 对面 看不到 位置")[0] == "王者荣耀/草丛与视野.md"
+        assert paths(idx, "games") == ["Spaces/Games/bushes.md"]
+        assert paths(idx, "spaces") == []                  # a folder above the note's own
+        assert paths(idx, "games", tags=["games"]) == []   # a folder is a word, not a tag
+        (vault / "Spaces" / "Games").rename(vault / "Spaces" / "Moba")
+        idx.sync(embed=False)
+        assert paths(idx, "games") == [] and paths(idx, "moba") == ["Spaces/Moba/bushes.md"]

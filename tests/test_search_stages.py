@@ -474,6 +474,21 @@ def test_a_translation_the_question_also_writes_as_is_stays_in_the_translated_li
     assert next(r for r in ex.ranks if r.path == "filters.md").translated_rank == 1
 
 
+def test_a_query_word_that_is_also_a_candidate_is_no_context_for_choosing_senses(tmp_path):
+    from vault_search.search import translated_query
+
+    # "vessel" is one of 容器's senses and also a word of the query. Counted as
+    # context, it would stand "beside the query" wherever it stands alone (in
+    # every ship note) and crowd out "container", which the vault uses beside
+    # docker.
+    notes = {f"ships/{i}.md": f"# Ship {i}\n\nA vessel at sea, number {i}.\n" for i in range(12)}
+    notes.update({f"ops/{i}.md": f"# Ops {i}\n\nRun docker with a container and a volume, step {i}.\n"
+                  for i in range(3)})
+    with _translating_index(tmp_path, notes) as idx:
+        translation = translated_query(idx.conn, fts_query("docker 容器 vessel", idx.segmenter))
+    assert "container" in translation.sources["容器"]
+
+
 def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_path):
     from vault_search.search import translated_query, vector_list
 

@@ -394,7 +394,11 @@ def translated_query(conn: sqlite3.Connection, fq: FtsQuery,
             candidates[term] = words
             if "-" in term:
                 translated_whole.add(term)
-    context = [t for t in fq.terms if t not in candidates and t not in STOP_WORDS and chunks.has(t)]
+    # The context is the query's other words; one that is also a candidate of
+    # another word would count as "beside the query" wherever it stands alone.
+    offered = {w for words in candidates.values() for w, _ in words}
+    context = [t for t in fq.terms if t not in candidates and t not in offered and t not in STOP_WORDS
+               and chunks.has(t)]
     sources = translate.choose(candidates, chunks, context)
     terms = list(dict.fromkeys(w for words in sources.values() for w in words))[:MAX_QUERY_TERMS]
     if not terms:
