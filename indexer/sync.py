@@ -37,6 +37,7 @@ RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # skipped with a reason starting so, and read again at every sync until it works.
 RETRY_REASON = "cannot read"
 VANISHED = "vanished while indexing; will be picked up if it comes back"
+MID_SAVE_PAUSE_S = 0.05    # a file read shorter than its scanned size is read again after this
 # Bump when what a note's chunks or their FTS rows hold changes: every note is
 # processed again at the next sync (vectors are reused where a chunk's text is
 # the same). 9: a note's folder joined its tags in the FTS row.
@@ -621,8 +622,14 @@ def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
         return reason
     try:
         faults.point("read")
-        with open(f.abspath, "rb") as fh:
-            data = fh.read(config.max_file_bytes + 1)
+        data = _read_bytes(f.abspath, config.max_file_bytes + 1)
+        if len(data) < f.size:
+            # Caught mid-save: an editor that truncates the file, then writes it
+            # (Obsidian, most scripts), leaves it empty or short for a moment.
+            # Read once more, a moment later; a note still changing is read again
+            # at the next sync (its recorded size and time are the scan's).
+            time.sleep(MID_SAVE_PAUSE_S)
+            data = _read_bytes(f.abspath, config.max_file_bytes + 1)
     except OSError as exc:
         if gone(exc):
             warn(f.path, VANISHED)
@@ -644,6 +651,11 @@ def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
     if warning:
         warn(f.path, warning)
     return digest, text
+
+
+def _read_bytes(path, limit: int) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(limit)
 
 
 def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:

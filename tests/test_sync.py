@@ -191,3 +191,25 @@ def test_an_edit_segmented_with_part_of_the_dictionary_is_indexed_as_a_full_buil
     full = tmp_path / "full"
     sync(vault, full)
     assert rows(index_dir) == rows(full)
+
+
+def test_a_note_caught_mid_save_is_read_again(vault, index_dir, monkeypatch):
+    """An editor that truncates a file and then writes it leaves it empty for a
+    moment; a sync that reads it then must not index the note as empty."""
+    import builtins
+    import io
+
+    sync(vault, index_dir)
+    note = write(vault / "Inbox" / "busy.md", "# Busy\nrevision 1 of the marmoset\n")
+    caught = []
+
+    def open_mid_save(path, mode="r", *args, **kwargs):
+        if str(path).endswith("busy.md") and "b" in mode and not caught:
+            caught.append(path)
+            return io.BytesIO(b"")          # the moment between the truncation and the write
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr("indexer.sync.open", open_mid_save, raising=False)
+    sync(vault, index_dir)
+    assert [os.fspath(p) for p in caught] == [str(note)]
+    assert search_paths(vault, index_dir, "marmoset") == ["Inbox/busy.md"]
