@@ -37,7 +37,8 @@ RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # skipped with a reason starting so, and read again at every sync until it works.
 RETRY_REASON = "cannot read"
 VANISHED = "vanished while indexing; will be picked up if it comes back"
-MID_SAVE_PAUSE_S = 0.05    # a file read shorter than its scanned size is read again after this
+MID_SAVE_PAUSE_S = 0.05    # a file read empty though its scan saw bytes is read again after this,
+MID_SAVE_MAX_PAUSES = 20   # at most this often per sync (and worker): 1 s, whatever emptied the notes
 # Bump when what a note's chunks or their FTS rows hold changes: every note is
 # processed again at the next sync (vectors are reused where a chunk's text is
 # the same). 9: a note's folder joined its tags in the FTS row.
@@ -108,6 +109,7 @@ class _SyncRun:
     skips: list[tuple[str, str, int, int]] = field(default_factory=list)
     written_ids: set[int] = field(default_factory=set)
     steps: int = 0
+    mid_save_pauses: int = 0    # empty reads read again (``_read``); per process: workers count their own
 
     def warn(self, path: str, message: str) -> None:
         self.report.warnings.append((path, message))
@@ -276,7 +278,7 @@ def _examine(run: _SyncRun, f: ScannedFile) -> tuple:
     skipped, or (hash, its names for jieba or None when its content is what
     the index has, the parsed note, its length)), and its warnings."""
     warnings: list[str] = []
-    result = _read(f, run.config, lambda path, message: warnings.append(message))
+    result = _read(f, run.config, lambda path, message: warnings.append(message), run)
     if isinstance(result, str):
         return result, warnings
     data_hash, text = result
@@ -366,7 +368,7 @@ def _read_again(run: _SyncRun, item: _Pending, warn) -> tuple[str, ParsedNote] |
     now; its mtime, the scan's, makes the next sync look again); None (with a
     warning) when it can no longer be read. What pass 1 said about its content
     (invalid UTF-8) is not said twice."""
-    result = _read(item.file, run.config, lambda path, message: None)
+    result = _read(item.file, run.config, lambda path, message: None, run)
     if isinstance(result, str):
         warn(item.file.path, VANISHED if result == "vanished" else result)
         return None
@@ -613,8 +615,9 @@ def _delete_note(conn: sqlite3.Connection, note_id: int) -> None:
     conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
 
 
-def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
-    """(hash, text), or the reason the file is not indexed."""
+def _read(f: ScannedFile, config: VaultConfig, warn, run: _SyncRun) -> tuple[str, str] | str:
+    """(hash, text), or the reason the file is not indexed. ``run`` counts the
+    pauses for a file caught mid-save."""
     if f.size > config.max_file_bytes:
         reason = (f"larger than the {config.max_file_bytes / 1048576:g} MB limit "
                   f"({f.size / 1048576:.1f} MB); raise max_file_mb in .vault-search.toml to index it")
@@ -623,11 +626,15 @@ def _read(f: ScannedFile, config: VaultConfig, warn) -> tuple[str, str] | str:
     try:
         faults.point("read")
         data = _read_bytes(f.abspath, config.max_file_bytes + 1)
-        if len(data) < f.size:
+        if not data and f.size and run.mid_save_pauses < MID_SAVE_MAX_PAUSES:
+            run.mid_save_pauses += 1
             # Caught mid-save: an editor that truncates the file, then writes it
-            # (Obsidian, most scripts), leaves it empty or short for a moment.
-            # Read once more, a moment later; a note still changing is read again
-            # at the next sync (its recorded size and time are the scan's).
+            # (Obsidian, most scripts), leaves it empty for a moment. Read once
+            # more, a moment later; a note still changing is read again at the
+            # next sync (its recorded size and time are the scan's). Only an empty
+            # read: a checkout that rewrote thousands of notes shorter since the
+            # scan must not pause the sync once per note, nor must thousands of
+            # notes emptied since (MID_SAVE_MAX_PAUSES).
             time.sleep(MID_SAVE_PAUSE_S)
             data = _read_bytes(f.abspath, config.max_file_bytes + 1)
     except OSError as exc:

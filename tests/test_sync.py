@@ -213,3 +213,32 @@ def test_a_note_caught_mid_save_is_read_again(vault, index_dir, monkeypatch):
     sync(vault, index_dir)
     assert [os.fspath(p) for p in caught] == [str(note)]
     assert search_paths(vault, index_dir, "marmoset") == ["Inbox/busy.md"]
+
+
+def test_notes_emptied_since_the_scan_pause_a_sync_a_bounded_number_of_times(vault, index_dir, monkeypatch):
+    """Each empty read of a note the scan saw holding text waits a moment and
+    reads it again, but a sync waits so at most MID_SAVE_MAX_PAUSES times:
+    thousands of notes emptied since the scan must not stall it."""
+    import builtins
+    import io
+
+    from indexer import sync as sync_module
+
+    sync(vault, index_dir)
+    for i in range(sync_module.MID_SAVE_MAX_PAUSES + 10):
+        write(vault / "Bulk" / f"note {i}.md", f"# Note {i}\nthe okapi, number {i}\n")
+    pauses = []
+
+    def always_empty(path, mode="r", *args, **kwargs):
+        if "Bulk" in str(path) and "b" in mode:
+            return io.BytesIO(b"")
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr("indexer.sync.open", always_empty, raising=False)
+    monkeypatch.setattr(sync_module, "MID_SAVE_PAUSE_S", 0.0)
+    real_sleep = sync_module.time.sleep
+    monkeypatch.setattr(sync_module.time, "sleep",
+                        lambda s: pauses.append(s) if s == 0.0 else real_sleep(s))
+    sync(vault, index_dir)
+    assert len(pauses) == sync_module.MID_SAVE_MAX_PAUSES
+    assert search_paths(vault, index_dir, "okapi") == []   # indexed as they were read: empty
