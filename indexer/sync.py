@@ -37,7 +37,7 @@ RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # skipped with a reason starting so, and read again at every sync until it works.
 RETRY_REASON = "cannot read"
 VANISHED = "vanished while indexing; will be picked up if it comes back"
-MID_SAVE_PAUSE_S = 0.05    # a file read empty though its scan saw bytes is read again after this,
+MID_SAVE_PAUSE_S = 0.05    # a file read empty though its scan saw bytes is read again after this
 MID_SAVE_MAX_PAUSES = 20   # at most this often per sync (and worker): 1 s, whatever emptied the notes
 # Bump when what a note's chunks or their FTS rows hold changes: every note is
 # processed again at the next sync (vectors are reused where a chunk's text is
@@ -665,9 +665,13 @@ def _read_bytes(path, limit: int) -> bytes:
         return fh.read(limit)
 
 
+def _stem(path: str) -> str:
+    """A note's file name without its extension."""
+    return path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
 def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:
-    *folders, name = note.path.split("/")
-    stem = name.rsplit(".", 1)[0]
+    stem = _stem(note.path)
     names = list(note.aliases)
     if stem.casefold() != note.title.casefold():
         names.append(stem)  # the file name is how people remember a note
@@ -679,7 +683,7 @@ def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:
     # question first than all of them).
     return (segmenter.segment_text(note.title),
             segmenter.segment_text(" \n ".join(names)),
-            segmenter.segment_text(" \n ".join([*note.tags, *folders[-1:]])))
+            segmenter.segment_text(" \n ".join([*note.tags, *note.path.split("/")[-2:-1]])))
 
 
 def _note_rows(note: ParsedNote, segmenter: Segmenter, chunking):
@@ -720,8 +724,7 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
         conn.execute("DELETE FROM note_tags WHERE note_id = ?", (note_id,))
         conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
         conn.execute("DELETE FROM names WHERE note_id = ?", (note_id,))
-    stem = note.path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    names = {name_key(stem): "file"}
+    names = {name_key(_stem(note.path)): "file"}
     names.update((name_key(a), "alias") for a in note.aliases if name_key(a) not in names)
     names[name_key(note.title)] = "title"
     conn.executemany("INSERT OR IGNORE INTO names VALUES (?, ?, ?)",

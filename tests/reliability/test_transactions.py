@@ -178,3 +178,52 @@ def test_an_error_midway_through_a_rechunk_after_an_upgrade_is_redone_by_the_nex
         idx.close()
         faults.reset()
     assert snapshot(index) == ref
+
+
+@pytest.mark.parametrize("error", [OSError, KeyboardInterrupt])
+def test_an_error_while_a_note_caught_mid_save_is_read_again(reference, tmp_path, monkeypatch, error):
+    """A note read empty is read again after a pause (indexer/sync.py ``_read``).
+    An ordinary error there (the disk failing on the second read, Ctrl-C during
+    the pause) leaves no transaction open and both locks free; the next sync
+    indexes the note and the index equals a clean build."""
+    import builtins
+    import errno
+    import io
+
+    from indexer import sync as sync_module
+
+    vault, ref = reference
+    index = tmp_path / "index"
+    target = "Kyoto trip.md"
+    reads = []
+
+    def failing_open(path, mode="r", *args, **kwargs):
+        if str(path).endswith(target) and "b" in mode:
+            reads.append(path)
+            if len(reads) == 1:
+                return io.BytesIO(b"")                                  # caught mid-save
+            raise OSError(errno.EIO, "Input/output error", str(path))    # the read again fails
+        return builtins.open(path, mode, *args, **kwargs)
+
+    def interrupted_pause(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("indexer.sync.open", failing_open, raising=False)
+    if error is KeyboardInterrupt:
+        monkeypatch.setattr(sync_module.time, "sleep", interrupted_pause)
+    idx = Index.open(vault, index, create=True)
+    try:
+        if error is KeyboardInterrupt:
+            with pytest.raises(KeyboardInterrupt):
+                idx.sync(model=MODEL)
+            assert len(reads) == 1
+        else:
+            report = idx.sync(model=MODEL)   # the note is left for the next sync, with a warning
+            assert len(reads) == 2 and any(target in path and "cannot read" in why for path, why in report.warnings)
+        assert not idx.conn.in_transaction and lock_is_free(index)
+        monkeypatch.undo()
+        idx.sync(model=MODEL)
+        assert [r.path for r in idx.search("tea ceremony", mode="fts").results][0] == "Notes/Travel/Kyoto trip.md"
+    finally:
+        idx.close()
+    assert snapshot(index) == ref
