@@ -576,7 +576,7 @@ def test_a_foreign_questions_keyword_list_weighs_by_its_words_without_a_translat
     # most of its words, the answer holds their translations only.
     notes = {**ZH_NOTES, "五子棋.md": "# 五子棋\n\n五子棋里黑色一方的开局优胜下法，以及禁手规则。\n",
              "杂记.md": "# 杂记\n\nA stray line: winning the opening with black rules.\n"}
-    query = "winning opening for black in renju with forbidden rules"
+    query = "winning opening for black in wuziqi with forbidden rules"
     with _translating_index(tmp_path, notes) as idx:
         ex = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
         paths = [r.path for r in ex.ranks]
@@ -592,10 +592,10 @@ def test_a_foreign_questions_keyword_list_weighs_by_its_words_without_a_translat
 
     # A word the notes write as the question does and the dictionary cannot translate
     # (a name) is the keyword list's: the translation no longer stands in for it.
-    notes["五子棋.md"] += "Renju 是它的一种规则。\n"
+    notes["五子棋.md"] += "Wuziqi 是它的拼音。\n"
     with _translating_index(tmp_path / "named", notes) as idx:
         named = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
-    assert "renju" not in named.translated_match
+    assert "wuziqi" not in named.translated_match
     assert named.weights["translated"] < 1.0
     floor = FOREIGN_KEYWORD_SHARE * keyword_weight(named.term_coverage, KEYWORD_BASE_WEIGHT)
     assert named.weights["fts"] >= floor - 1e-3      # explain rounds to 4 places

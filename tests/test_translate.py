@@ -25,6 +25,12 @@ MINI_CEDICT = """\
 全面 全面 [quan2 mian4] /all-around/across-the-board/
 荔枝 荔枝 [li4 zhi1] /litchi or lychee fruit (Litchi chinensis)/
 水果 水果 [shui3 guo3] /fruit/CL:個|个[ge4]/
+定做 定做 [ding4 zuo4] /to have something made to order/
+有色金屬 有色金属 [you3 se4 jin1 shu3] /non-ferrous metal/
+學生 学生 [xue2 sheng5] /student/schoolchild/
+招生 招生 [zhao1 sheng1] /to enroll new students/
+電影 电影 [dian4 ying3] /movie/film/
+影視 影视 [ying3 shi4] /movies and television/
 this line is not an entry
 """
 MINI_FREQ = "任务 15213 n\n筛选 352 v\n过滤 408 v\n重复 1829 d\n"
@@ -166,6 +172,14 @@ def test_a_word_no_sense_is_exactly_finds_the_short_senses_it_is_part_of(mini):
     assert words(d.headwords("fruit")) == ["水果"]
     # A description is no translation: nothing for "literature" or "sketches".
     assert not d.headwords("literature") and not d.headwords("sketches")
+    # Glue words of glosses and parts of hyphenated words are no keys ("made"
+    # is in 44 real glosses, "non" in 33); the gloss's other words are.
+    assert not d.headwords("made") and not d.headwords("non") and not d.headwords("ferrous")
+    assert words(d.headwords("order")) == ["定做"] and words(d.headwords("metal")) == ["有色金属"]
+    # A form of a word with a sense of its own finds that word's headwords, not the
+    # glosses it stands in: "students" is 学生's (through "student"), not 招生's.
+    assert not d.headwords("students") and words(en_to_zh(["students"], dictionary=d)) == ["学生"]
+    assert words(en_to_zh(["movies"], dictionary=d))[0] == "电影"     # movies → movie as well as movy
     # The cache carries the same index.
     again = Dictionary.load(source, cache, freq)
     assert again.from_cache and again.headwords("lychee") == d.headwords("lychee")

