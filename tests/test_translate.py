@@ -31,6 +31,8 @@ MINI_CEDICT = """\
 招生 招生 [zhao1 sheng1] /to enroll new students/
 電影 电影 [dian4 ying3] /movie/film/
 影視 影视 [ying3 shi4] /movies and television/
+龍眼 龙眼 [long2 yan3] /longan fruit/
+桂圓乾 桂圆干 [gui4 yuan2 gan1] /dried longans/
 this line is not an entry
 """
 MINI_FREQ = "任务 15213 n\n筛选 352 v\n过滤 408 v\n重复 1829 d\n"
@@ -180,6 +182,9 @@ def test_a_word_no_sense_is_exactly_finds_the_short_senses_it_is_part_of(mini):
     # glosses it stands in: "students" is 学生's (through "student"), not 招生's.
     assert not d.headwords("students") and words(en_to_zh(["students"], dictionary=d)) == ["学生"]
     assert words(en_to_zh(["movies"], dictionary=d))[0] == "电影"     # movies → movie as well as movy
+    # Only exact senses decide that: "longans" and "longan" are both glosses' words,
+    # and each stays a key whichever the parser meets first (it walks a set).
+    assert words(d.headwords("longan")) == ["龙眼"] and words(d.headwords("longans")) == ["桂圆干"]
     # The cache carries the same index.
     again = Dictionary.load(source, cache, freq)
     assert again.from_cache and again.headwords("lychee") == d.headwords("lychee")
