@@ -375,10 +375,10 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
                 score = round(prior / (index + 1) * PHRASE_FACTOR * (CHAR_FACTOR if len(head) == 1 else 1.0), 4)
                 # Parts of hyphenated words ("non", "anti") and ordinals' "st" are no keys.
                 whole = sense_words(HYPHENATED_RE.sub(" ", sense)) if "-" in sense else content
-                for english in content:
-                    if english in GLUE_WORDS or len(english) < 3 or english not in whole:
+                for word in content:
+                    if word in GLUE_WORDS or len(word) < 3 or word not in whole:
                         continue
-                    by_head = in_phrases.setdefault(english, {})
+                    by_head = in_phrases.setdefault(word, {})
                     if score > by_head.get(head, 0.0):
                         by_head[head] = score
                 continue
