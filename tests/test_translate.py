@@ -33,6 +33,7 @@ MINI_CEDICT = """\
 影視 影视 [ying3 shi4] /movies and television/
 龍眼 龙眼 [long2 yan3] /longan fruit/
 桂圓乾 桂圆干 [gui4 yuan2 gan1] /dried longans/
+命苦 命苦 [ming4 ku3] /to be born under an unlucky star/
 this line is not an entry
 """
 MINI_FREQ = "任务 15213 n\n筛选 352 v\n过滤 408 v\n重复 1829 d\n"
@@ -174,6 +175,9 @@ def test_a_word_no_sense_is_exactly_finds_the_short_senses_it_is_part_of(mini):
     assert words(d.headwords("fruit")) == ["水果"]
     # A description is no translation: nothing for "literature" or "sketches".
     assert not d.headwords("literature") and not d.headwords("sketches")
+    # Its light verbs count toward its length, in both directions alike: "to be born
+    # under an unlucky star" is a description, not a translation of 命苦.
+    assert not d.headwords("unlucky") and zh_to_en(["命苦"], d) == []
     # Glue words of glosses and parts of hyphenated words are no keys ("made"
     # is in 44 real glosses, "non" in 33); the gloss's other words are.
     assert not d.headwords("made") and not d.headwords("non") and not d.headwords("ferrous")
@@ -202,6 +206,27 @@ def test_the_second_load_reads_the_cache(mini):
     second = Dictionary.load(source, cache, freq)
     assert second is not None and second.from_cache
     assert (second.senses, second.reverse) == (first.senses, first.reverse)
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_an_error_while_the_cache_is_written_leaves_no_file_and_the_next_load_writes_it(mini, monkeypatch, error):
+    source, freq, cache = mini
+
+    def fail(*args):
+        raise error
+
+    with monkeypatch.context() as m:
+        m.setattr(translate.marshal, "dump", fail)
+        if isinstance(error, OSError):
+            d = Dictionary.load(source, cache, freq)          # the parse is used, the cache skipped
+            assert d is not None and not d.from_cache and words(d.headwords("lychee")) == ["荔枝"]
+        else:
+            with pytest.raises(KeyboardInterrupt):
+                Dictionary.load(source, cache, freq)
+    assert list(cache.iterdir()) == []                       # no temp file, no half-written cache
+    again = Dictionary.load(source, cache, freq)
+    assert again is not None and not again.from_cache and words(again.headwords("lychee")) == ["荔枝"]
+    assert Dictionary.load(source, cache, freq).from_cache
 
 
 def test_a_changed_source_rebuilds_the_cache(mini):

