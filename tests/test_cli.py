@@ -95,7 +95,7 @@ def test_status_reports_counts_location_and_versions(cli, index_dir):
     data = cli("status", "--json").json()
     assert data["notes"] == 22 and data["chunks"] > 21
     assert data["index_dir"] == str(index_dir)
-    assert data["schema_version"] == 7 and data["segmenter_version"].startswith("1/")
+    assert data["schema_version"] == 8 and data["segmenter_version"].startswith("1/")
     assert data["last_sync"]["added"] == 22
     text = cli("status").out
     assert "notes:" in text and str(index_dir) in text and "last sync:" in text

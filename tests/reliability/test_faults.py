@@ -153,10 +153,11 @@ def test_corrupted_db_is_a_one_line_error_and_rebuild_recovers(vault, tmp_path, 
     ledger.record("corruption", f"index.db {kind}", "one-line error naming `index --rebuild`; rebuild recovers")
 
 
-@pytest.mark.parametrize("schema", ["schema-5", "schema-7"])
+@pytest.mark.parametrize("schema", ["schema-5", "schema-7", "schema-8"])
 def test_an_index_written_by_an_older_version_is_migrated(tmp_path, schema, ledger):
     """schema-5 was written by the release before links and names (git
-    590d837); schema-7 by today's code, kept for tomorrow's migrations."""
+    590d837), schema-7 by the release before latent terms (852c63c); schema-8
+    by today's code, kept for tomorrow's migrations."""
     vault = copy_tree(SAMPLE_VAULT, tmp_path / "vault")
     for rel in ADDED_SINCE_SCHEMA_5:
         (vault / rel).unlink()
@@ -168,7 +169,7 @@ def test_an_index_written_by_an_older_version_is_migrated(tmp_path, schema, ledg
     conn.close()
     # a reader never writes: an older index asks for `index` in one line; today's just answers
     r = vs(vault, index, "search", "数据库索引", "--json", "--no-server")
-    if schema == "schema-7":
+    if schema == "schema-8":
         assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"] == "Notes/数据库/数据库索引.md"
     else:
         assert "run `vault-search index` to migrate" in one_line_error(r)
@@ -178,10 +179,10 @@ def test_an_index_written_by_an_older_version_is_migrated(tmp_path, schema, ledg
     assert vs(vault, clean, "index", "--model", "hash:16").returncode == 0
     assert snapshot(index) == snapshot(clean)
     status = json.loads(vs(vault, index, "status", "--json").stdout)
-    assert status["schema_version"] == 7 and status["links"] > 0 and status["vectors"].startswith("ok")
+    assert status["schema_version"] == 8 and status["links"] > 0 and status["vectors"].startswith("ok")
     ledger.record("versions", f"index written by {schema.replace('-', ' ')}"
-                  + (" (the previous release)" if schema == "schema-5" else " (today's code, for tomorrow)"),
-                  ("search asks for `index` in one line" if schema == "schema-5" else "search answers as is")
+                  + (" (an earlier release)" if schema != "schema-8" else " (today's code, for tomorrow)"),
+                  ("search asks for `index` in one line" if schema != "schema-8" else "search answers as is")
                   + "; `index` leaves a clean build's state")
 
 
