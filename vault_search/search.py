@@ -325,16 +325,21 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
 
 
 def latent_list(index: Index, query: str, filters: SearchFilters, depth: int,
-                translation: Translation) -> list[ChunkHit]:
+                translation: Translation) -> tuple[list[ChunkHit], str | None]:
     """Stage 3, for a translated question when the model gives latent terms:
     the ``depth`` notes whose chunks share the most latent weight with the
     question and its word by word translation, read as one text. The sparse
     head's features are more alike across languages than words are, and the
     translation adds the notes' own words: on XQuAD across languages this list
-    lifts hybrid nDCG@10 by 0.016-0.021 (benchmarks/README.md, fifth stop)."""
+    lifts hybrid nDCG@10 by 0.016-0.021 (benchmarks/README.md, fifth stop).
+    A note it alone finds carries no evidence of its own (``evidence``): its
+    relevance is what its words and vectors show. When the query's latent
+    terms cannot be had, the search goes on without the list, and says so."""
+    from indexer.embed import EmbedderError
+
     latent = index.latent()
     if latent is None or not len(latent):
-        return []
+        return [], None
     from .vector import allowed_chunk_ids, latent_notes
 
     allowed = None
@@ -342,8 +347,11 @@ def latent_list(index: Index, query: str, filters: SearchFilters, depth: int,
         where, params = filters.sql()
         allowed = allowed_chunk_ids(index.conn, where, params)
     text = f"{query[:MAX_QUERY_CHARS]}\n{translation.text[:MAX_QUERY_CHARS]}" if translation.text else query
-    features, weights = query_latent(index.embedder, text)
-    return latent_notes(latent, index.chunk_notes(), features, weights, _chunk_depth(depth), depth, allowed)
+    try:
+        features, weights = query_latent(index.embedder, text)
+    except EmbedderError as exc:
+        return [], f"no latent-terms list: {exc}"
+    return latent_notes(latent, index.chunk_notes(), features, weights, _chunk_depth(depth), depth, allowed), None
 
 
 def mean_direction(a: Any, b: Any, weight: float = 1.0) -> Any:
@@ -609,9 +617,11 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
     if mode in ("vector", "hybrid") and fq.terms:
         lists["vector"], warning = vector_list(index, query, filters, depth, translation)
         warnings += [warning] if warning else []
-    if mode == "hybrid" and translation is not None and (hits := latent_list(index, query, filters, depth,
-                                                                              translation)):
-        lists["latent"] = hits
+    if mode == "hybrid" and translation is not None:
+        hits, warning = latent_list(index, query, filters, depth, translation)
+        warnings += [warning] if warning else []
+        if hits:
+            lists["latent"] = hits
     if mode == "hybrid":
         titles = title_list(index.conn, query, lists, filters)
         if titles:

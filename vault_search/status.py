@@ -58,9 +58,10 @@ def vector_status(conn: sqlite3.Connection, index_dir: str | os.PathLike) -> dic
                            "vectors": None}
     if not fingerprint:
         return out
+    from indexer.embed import LATENT_SUFFIX
     from indexer.vectors import count_waiting
 
-    out["waiting_chunks"] = count_waiting(conn, fingerprint)
+    out["waiting_chunks"] = count_waiting(conn, fingerprint, (out["model"] or "").endswith(LATENT_SUFFIX))
     out["embedded_chunks"] = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] - out["waiting_chunks"]
     raw = get_meta(conn, "vectors")
     state = vectors_state(conn)

@@ -167,25 +167,21 @@ class LatentIndex:
     def load(cls, conn: sqlite3.Connection, fingerprint: str) -> "LatentIndex":
         from indexer.embed import MAX_LATENT_FEATURES
 
-        ids, features, weights, counts = [], [], [], []
-        for chunk_id, f, w in conn.execute(
-                """SELECT c.id, l.features, l.weights FROM chunks c
-                   JOIN latent l ON l.model = ? AND l.hash = c.hash ORDER BY c.id""", (fingerprint,)):
-            f = np.frombuffer(f, dtype="<u2")
-            w = np.frombuffer(w, dtype="<f2")
-            n = min(len(f), len(w))
-            ids.append(chunk_id)
-            features.append(f[:n])
-            weights.append(w[:n])
-            counts.append(n)
-        if not ids:
+        rows = conn.execute(
+            """SELECT c.id, l.features, l.weights FROM chunks c
+               JOIN latent l ON l.model = ? AND l.hash = c.hash ORDER BY c.id""", (fingerprint,)).fetchall()
+        if not rows:
             return cls(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
                        np.zeros(MAX_LATENT_FEATURES + 1, np.int64))
-        feature = np.concatenate(features).astype(np.int64)
+        # Both blobs of a row hold the same number of terms (vectors.latent_terms).
+        counts = np.fromiter((min(len(f) // 2, len(w) // 2) for _, f, w in rows), dtype=np.int64, count=len(rows))
+        feature = np.frombuffer(b"".join(f[:2 * n] for (_, f, _), n in zip(rows, counts)), dtype="<u2")
+        weight = np.frombuffer(b"".join(w[:2 * n] for (_, _, w), n in zip(rows, counts)), dtype="<f2")
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         order = np.argsort(feature, kind="stable")
-        rows = np.repeat(np.arange(len(ids), dtype=np.int32), counts)[order]
+        postings = np.repeat(np.arange(len(ids), dtype=np.int32), counts)[order]
         starts = np.searchsorted(feature[order], np.arange(MAX_LATENT_FEATURES + 1))
-        return cls(np.array(ids, dtype=np.int64), rows, np.concatenate(weights).astype(np.float32)[order], starts)
+        return cls(ids, postings, weight.astype(np.float32)[order], starts)
 
     def __len__(self) -> int:
         return len(self.ids)
