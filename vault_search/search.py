@@ -47,7 +47,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote
 
 from indexer.config import VaultConfig
@@ -638,32 +638,25 @@ def query_vector(embedder: Any, text: str) -> Any:
     few distinct queries: an agent or a page repeats queries, and a benchmark
     asks the same one in vector and hybrid mode; the model costs most of a
     warm query."""
-    key = (embedder.fingerprint, text)
-    with _query_vectors_lock:
-        if key in _query_vectors:
-            _query_vectors.move_to_end(key)
-            return _query_vectors[key]
-    vector = embedder.embed_query(text)
-    with _query_vectors_lock:
-        _query_vectors[key] = vector
-        if len(_query_vectors) > QUERY_VECTOR_CACHE:
-            _query_vectors.popitem(last=False)
-    return vector
+    return _remembered((embedder.fingerprint, text), lambda: embedder.embed_query(text))
 
 
 def query_latent(embedder: Any, text: str) -> Any:
     """The query's latent terms, remembered beside its embedding (``query_vector``)."""
-    key = (embedder.fingerprint + "|latent", text)
+    return _remembered((embedder.fingerprint + "|latent", text), lambda: embedder.latent_query(text))
+
+
+def _remembered(key: tuple[str, str], make: Callable[[], Any]) -> Any:
     with _query_vectors_lock:
         if key in _query_vectors:
             _query_vectors.move_to_end(key)
             return _query_vectors[key]
-    terms = embedder.latent_query(text)
+    value = make()
     with _query_vectors_lock:
-        _query_vectors[key] = terms
+        _query_vectors[key] = value
         if len(_query_vectors) > QUERY_VECTOR_CACHE:
             _query_vectors.popitem(last=False)
-    return terms
+    return value
 
 
 def vector_coverage(conn: sqlite3.Connection, model: str | None) -> tuple[int, int]:
