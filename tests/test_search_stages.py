@@ -503,8 +503,8 @@ def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_
         fq = fts_query(query, idx.segmenter)
         translation = translated_query(idx.conn, fq)
         paths = dict(idx.conn.execute("SELECT id, path FROM notes"))
-        alone, _ = vector_list(idx, query, SearchFilters(), 3)
-        beside, _ = vector_list(idx, query, SearchFilters(), 3, translation)
+        alone, _ = vector_list(idx, query, None, 3)
+        beside, _ = vector_list(idx, query, None, 3, translation)
     words = translation.text.split()
     # The query's words in order, each translated one replaced by what was kept
     # of its translations, stop words left out, untranslatable words as they are.

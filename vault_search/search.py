@@ -299,24 +299,32 @@ def keyword_list(index: Index, fq: FtsQuery, filters: SearchFilters, depth: int,
     return keyword_notes(index.conn, fq.match, filters, _chunk_depth(depth), depth, chunk_notes)
 
 
-def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
+def allowed_chunks(index: Index, filters: SearchFilters) -> Any:
+    """The ids of the chunks ``filters`` let through, for the lists that rank
+    every chunk (vector, latent); None without filters."""
+    if not filters:
+        return None
+    from .vector import allowed_chunk_ids
+
+    where, params = filters.sql()
+    return allowed_chunk_ids(index.conn, where, params)
+
+
+def vector_list(index: Index, query: str, allowed: Any, depth: int,
                 translation: Translation | None = None) -> tuple[list[ChunkHit], str | None]:
     """Stage 3: the ``depth`` notes nearest the query's embedding, each by its
     best chunk, and a warning when the matrix file could not be used. With a
     ``translation``, nearest the mean of the query's embedding and its word by
     word translation's (``Translation.text``): multilingual-e5-small finds the
     right note first for 1 in 4 questions asked in the notes' other language,
-    and the translation, however rough, is in the notes' language."""
-    from .vector import allowed_chunk_ids, nearest_notes
+    and the translation, however rough, is in the notes' language.
+    ``allowed``: the chunk ids the filters let through (``allowed_chunks``)."""
+    from .vector import nearest_notes
 
     vectors = index.vectors()
     warning = None
     if vectors.problem:
         warning = f"{vectors.problem}; searched the database copy (run `vault-search index` to repair)"
-    allowed = None
-    if filters:
-        where, params = filters.sql()
-        allowed = allowed_chunk_ids(index.conn, where, params)
     qvec = query_vector(index.embedder, query[:MAX_QUERY_CHARS])
     if translation is not None and translation.text and translation.blend > 0:
         qvec = mean_direction(qvec, query_vector(index.embedder, translation.text[:MAX_QUERY_CHARS]),
@@ -324,7 +332,7 @@ def vector_list(index: Index, query: str, filters: SearchFilters, depth: int,
     return nearest_notes(vectors, index.chunk_notes(), qvec, _chunk_depth(depth), depth, allowed), warning
 
 
-def latent_list(index: Index, query: str, filters: SearchFilters, depth: int,
+def latent_list(index: Index, query: str, allowed: Any, depth: int,
                 translation: Translation) -> tuple[list[ChunkHit], str | None]:
     """Stage 3, for a translated question when the model gives latent terms:
     the ``depth`` notes whose chunks share the most latent weight with the
@@ -340,13 +348,9 @@ def latent_list(index: Index, query: str, filters: SearchFilters, depth: int,
     latent = index.latent()
     if latent is None or not len(latent):
         return [], None
-    from .vector import allowed_chunk_ids, latent_notes
+    from .vector import latent_notes
 
-    allowed = None
-    if filters:
-        where, params = filters.sql()
-        allowed = allowed_chunk_ids(index.conn, where, params)
-    text = f"{query[:MAX_QUERY_CHARS]}\n{translation.text[:MAX_QUERY_CHARS]}" if translation.text else query
+    text = "\n".join(part[:MAX_QUERY_CHARS] for part in (query, translation.text) if part)
     try:
         features, weights = query_latent(index.embedder, text)
     except EmbedderError as exc:
@@ -614,11 +618,12 @@ def retriever_lists(index: Index, query: str, fq: FtsQuery, filters: SearchFilte
         lists["proximity"] = hits
     if translation is not None and mode in ("fts", "hybrid"):
         lists["translated"] = keyword_list(index, translation.query, filters, depth, mode)
+    allowed = allowed_chunks(index, filters) if mode in ("vector", "hybrid") and fq.terms else None
     if mode in ("vector", "hybrid") and fq.terms:
-        lists["vector"], warning = vector_list(index, query, filters, depth, translation)
+        lists["vector"], warning = vector_list(index, query, allowed, depth, translation)
         warnings += [warning] if warning else []
     if mode == "hybrid" and translation is not None:
-        hits, warning = latent_list(index, query, filters, depth, translation)
+        hits, warning = latent_list(index, query, allowed, depth, translation)
         warnings += [warning] if warning else []
         if hits:
             lists["latent"] = hits
