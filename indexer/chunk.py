@@ -157,6 +157,20 @@ def _only_headings(lines: list[str], start: int, end: int, headings: frozenset[i
     return all(i in headings for i in range(start, end + 1) if lines[i - 1].strip())
 
 
+# Text longer than this is counted a window at a time: a counter's regex (or
+# tokenizer) holds the interpreter for the whole of one call, and a server's
+# searches wait that long (a 10 MB section took 0.4 s in one call). Every such
+# text is far over any chunk size, so the few words cut at window edges (each
+# then counted twice, pessimistically) change no chunk of an honest note.
+COUNT_WINDOW = 32_768
+
+
+def _tokens(count: Callable[[str], int], text: str) -> int:
+    if len(text) <= COUNT_WINDOW:
+        return count(text)
+    return sum(count(text[i:i + COUNT_WINDOW]) for i in range(0, len(text), COUNT_WINDOW))
+
+
 def _is_heading_only(lines: list[str], start: int, end: int) -> bool:
     return _content_lines(lines, start, end) == 1 and lines[start - 1].lstrip().startswith("#")
 
@@ -174,7 +188,7 @@ def _split_section(lines, start, end, max_tokens, count=estimate_tokens, heading
     while end > start and not lines[end - 1].strip():
         end -= 1
     text = "\n".join(lines[start - 1:end])
-    if count(text) <= max_tokens:
+    if _tokens(count, text) <= max_tokens:
         yield start, end, text
         return
     # Blocks separated by blank lines, packed greedily.
@@ -198,7 +212,7 @@ def _split_section(lines, start, end, max_tokens, count=estimate_tokens, heading
     cur_end = 0
     cur_tokens = 0
     for b_start, b_end in blocks:
-        b_tokens = count("\n".join(lines[b_start - 1:b_end]))
+        b_tokens = _tokens(count, "\n".join(lines[b_start - 1:b_end]))
         if cur_start is not None and cur_tokens + b_tokens > max_tokens:
             # A heading that does not fit beside the text under it is no
             # chunk of its own: every chunk of the section carries it already

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote
@@ -41,9 +42,14 @@ HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>\n]*)?/?>")
 # Markdown links, CommonMark inline form: [text](dest "title"), ![alt](dest),
 # dest in <angle brackets> when it has spaces; text may hold one level of
 # brackets ([![img](a.png)](Note.md)), dest one level of parentheses.
+# The spaces after "(" are taken atomically (a lookahead's group, matched
+# again): left free to backtrack, they and the title's and closing spaces
+# could share a long run of blanks in quadratically many ways ("[x](" and
+# 16,000 spaces took seconds).
 MD_LINK_RE = re.compile(
-    r"(!?)\[((?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\]"
-    r"\([ \t]*(<(?:[^<>\n\\]|\\.)*>|(?:[^\s()<\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)"
+    r"(?P<embed>!?)\[(?P<text>(?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\]"
+    r"\((?=(?P<gap>[ \t]*))(?P=gap)"
+    r"(?P<dest><(?:[^<>\n\\]|\\.)*>|(?:[^\s()<\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)"
     r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*\)")
 # Reference links: "[label]: dest" defines, [text][label], [label][] and [label] use.
 MD_REF_DEF_RE = re.compile(
@@ -155,41 +161,97 @@ def split_frontmatter(lines: list[str]) -> tuple[str | None, int]:
     return None, 1
 
 
-def parse_note(path: str, text: str) -> ParsedNote:
-    """Parse one note; ``path`` is vault-relative with ``/`` separators."""
+# Reading a note's Markdown (code, headings, tags, links) has a time budget:
+# past it the note is indexed as plain text (its frontmatter still read), so no
+# input, however hostile, holds the writer for long. The budget grows with the
+# note: these rules read 5-11 MB of ordinary notes a second (oldwinter, tasks
+# docs), so it is several times what an honest note needs.
+PARSE_SECONDS = 1.0
+PARSE_SECONDS_PER_MB = 1.0
+# A line longer than this is not read for markup (a pasted data: URI, a
+# minified blob): each regex runs on one line at a time while holding the
+# interpreter, so this bounds how long any one call can keep a server's other
+# threads waiting, whatever the rule.
+MAX_MARKUP_LINE = 20_000
+
+
+class _OverBudget(Exception):
+    pass
+
+
+class _Budget:
+    """A deadline, checked between lines (a regex cannot be stopped inside a call)."""
+
+    def __init__(self, seconds: float):
+        self.deadline = time.perf_counter() + seconds
+        self.seconds = seconds
+
+    def check(self) -> None:
+        if time.perf_counter() > self.deadline:
+            raise _OverBudget()
+
+
+def parse_budget(text: str) -> float:
+    """Seconds the Markdown of ``text`` may take to read."""
+    return PARSE_SECONDS + PARSE_SECONDS_PER_MB * len(text) / 1_048_576
+
+
+def parse_note(path: str, text: str, budget_s: float | None = None) -> ParsedNote:
+    """Parse one note; ``path`` is vault-relative with ``/`` separators.
+
+    Past ``budget_s`` seconds (default ``parse_budget(text)``) its Markdown is
+    not read further: the note keeps its frontmatter and is indexed as plain
+    text, without headings, inline tags or links, with a warning that says so.
+    """
     lines = split_lines(text)
     note = ParsedNote(path=path, title="", lines=lines, body_start=1)
     raw_fm, note.body_start = split_frontmatter(lines)
     if raw_fm is not None:
         note.metadata = _load_yaml(raw_fm, note.warnings)
-
-    body_lines = lines[note.body_start - 1:]
-    prose_lines = _mask_code(body_lines)
-    note.headings = [
-        Heading(len(m.group(1)), _heading_text(m.group(2)), note.body_start + i)
-        for i, line in enumerate(prose_lines) if line and (m := HEADING_RE.match(line))
-    ]
-    prose = "\n".join(prose_lines)
-
     meta = note.metadata
+    budget = _Budget(parse_budget(text) if budget_s is None else budget_s)
+    inline_tags: list[str] = []
+    try:
+        inline_tags = _read_markup(note, budget)
+    except _OverBudget:
+        note.headings, note.link_records = [], []
+        note.warnings.append(f"its Markdown took over {budget.seconds:.1f} s to read; indexed as plain text "
+                             "(no headings, inline tags or links)")
     note.title = (_first_str(meta.get("title"))
                   or next((h.text for h in note.headings if h.level == 1 and h.text), "")
                   or PurePosixPath(path).stem)
     note.aliases = _dedupe(_str_items(meta.get("aliases", meta.get("alias"))))
     note.tags = _dedupe(
-        [t.lstrip("#") for t in _str_items(meta.get("tags", meta.get("tag")), split_spaces=True)]
-        + INLINE_TAG_RE.findall(HTML_TAG_RE.sub(" ", prose) if "<" in prose else prose))
+        [t.lstrip("#") for t in _str_items(meta.get("tags", meta.get("tag")), split_spaces=True)] + inline_tags)
     note.tags = [t.strip("/") for t in note.tags if t.strip("/")]
-    wikilinks = [
-        (i, m.start(), Link(_link_target(m.group(2)), (m.group(3) or "").strip(), (m.group(4) or "").strip(),
-                            m.group(1) == "!", note.body_start + i))
-        for i, line in enumerate(prose_lines) if "[[" in line for m in WIKILINK_RE.finditer(line)
-        if _link_target(m.group(2)) or m.group(3)]
-    note.link_records = [link for _, _, link in sorted(wikilinks + _markdown_links(prose_lines, note.body_start),
-                                                       key=lambda found: found[:2])]
     note.links = _dedupe([link.target for link in note.link_records if link.target])
     note.date = _note_date(meta, path)
     return note
+
+
+def _read_markup(note: ParsedNote, budget: _Budget) -> list[str]:
+    """The body's headings and links into ``note``; returns its inline tags.
+    Raises ``_OverBudget`` when the budget runs out."""
+    prose_lines = _mask_code(note.lines[note.body_start - 1:], budget)
+    note.headings = [
+        Heading(len(m.group(1)), _heading_text(m.group(2)), note.body_start + i)
+        for i, line in enumerate(prose_lines) if line and (m := HEADING_RE.match(line))
+    ]
+    tags: list[str] = []
+    for line in prose_lines:
+        if "#" in line:
+            budget.check()
+            tags += INLINE_TAG_RE.findall(HTML_TAG_RE.sub(" ", line) if "<" in line else line)
+    wikilinks = []
+    for i, line in enumerate(prose_lines):
+        if "[[" in line:
+            budget.check()
+            wikilinks += [(i, m.start(), Link(_link_target(m.group(2)), (m.group(3) or "").strip(),
+                                              (m.group(4) or "").strip(), m.group(1) == "!", note.body_start + i))
+                          for m in WIKILINK_RE.finditer(line) if _link_target(m.group(2)) or m.group(3)]
+    note.link_records = [link for _, _, link in sorted(
+        wikilinks + _markdown_links(prose_lines, note.body_start, budget), key=lambda found: found[:2])]
+    return tags
 
 
 def _link_target(raw: str) -> str:
@@ -197,7 +259,7 @@ def _link_target(raw: str) -> str:
     return raw.strip().removesuffix("\\").strip()
 
 
-def _markdown_links(prose_lines: list[str], body_start: int) -> list[tuple[int, int, Link]]:
+def _markdown_links(prose_lines: list[str], body_start: int, budget: _Budget) -> list[tuple[int, int, Link]]:
     """``[text](Note%20Name.md#Heading)`` and ``![alt](image.png)`` links (and
     reference links) as (line index, column, Link): the target URL-decoded
     but as written otherwise (``../Folder/Note.md``), so the resolver reads
@@ -208,18 +270,19 @@ def _markdown_links(prose_lines: list[str], body_start: int) -> list[tuple[int, 
     for i, line in enumerate(prose_lines):
         if "[" not in line or "]" not in line:
             continue
+        budget.check()
         taken = []   # spans of inline links, which reference uses must not reuse
         if "](" in line:
             pending = [(m, 0) for m in MD_LINK_RE.finditer(line)]
             while pending:
                 m, offset = pending.pop()
-                embed, text, dest = m.group(1) == "!", m.group(2), m.group(3)
+                embed, text, dest = m.group("embed") == "!", m.group("text"), m.group("dest")
                 start = offset + m.start()
                 if (start and line[start - 1] == "\\") or (text.startswith("[") and text.endswith("]")):
                     continue   # an escaped "\[" is text; "[[Note]](x)" is a wikilink followed by "(x)"
                 taken.append((start, offset + m.end()))
                 if "](" in text:   # an image inside a link's text: [![cover](cover.jpg)](Book.md)
-                    text_start = start + len(m.group(1)) + 1
+                    text_start = start + len(m.group("embed")) + 1
                     pending.extend((inner, text_start) for inner in MD_LINK_RE.finditer(text))
                 if (where := _markdown_destination(dest)) is not None:
                     found.append((i, start, Link(*where, text.strip(), embed, body_start + i)))
@@ -318,14 +381,20 @@ def _json_safe(value, budget: list[int], depth: int):
     return str(value)
 
 
-def _mask_code(lines: list[str]) -> list[str]:
+def _mask_code(lines: list[str], budget: _Budget) -> list[str]:
     """Blank out code, keeping line numbers: fenced blocks, indented blocks
     (4 columns more than the list item they sit in, after a blank line; an
-    indented line right after text continues that paragraph) and inline code."""
+    indented line right after text continues that paragraph) and inline code.
+    A line longer than MAX_MARKUP_LINE is blanked too: it is not read for markup."""
     out, fence = [], None
     lists: list[int] = []    # content columns of the open list items, innermost last
     in_indented, may_indent = False, True   # a block starts the body, or follows a blank line or a heading
-    for line in lines:
+    for n, line in enumerate(lines):
+        if n % 64 == 0:
+            budget.check()
+        if len(line) > MAX_MARKUP_LINE:
+            out.append("")
+            continue
         expanded = line.expandtabs(4) if "\t" in line else line
         text = expanded.lstrip(" ")
         blank, indent = not text.strip(), len(expanded) - len(text)

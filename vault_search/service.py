@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -45,6 +46,12 @@ log = logging.getLogger("vault_search.service")
 
 # Passages per turn at the shared model: a query waits for one such slice at most.
 RESIDENT_SLICE = 4
+# How long the watcher's thread may hold the interpreter before a query's
+# thread gets a turn. Python's default (5 ms) taxes each query once per
+# SQLite call or socket read it makes while a big note is being parsed and
+# chunked: searches took 100-150 ms each (p99 152 ms) through a 9 MB hostile
+# note, instead of 1-2 ms (benchmarks/responsive.py).
+RESIDENT_SWITCH_INTERVAL_S = 0.0005
 # Answered before the server says it is ready: a Chinese and an English query,
 # so that the segmenter, the model and the matrix are loaded.
 WARM_QUERIES = ("数据库索引", "index notes")
@@ -74,6 +81,7 @@ class SearchService:
             self.warm()
         self.watcher = None
         if watch:
+            sys.setswitchinterval(min(sys.getswitchinterval(), RESIDENT_SWITCH_INTERVAL_S))
             self.watcher = Watcher(self.writer, self.config, interval=interval, debounce=debounce,
                                    embed=self.writer.embeds_by_default(), on_sync=self._logged)
             self.watcher.start(initial_rescan=False)

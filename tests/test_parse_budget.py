@@ -1,0 +1,107 @@
+"""No note, however hostile its Markdown, holds the writer for long.
+
+The parser (indexer/parse.py) and the reading-view text (indexer/plain.py)
+are fuzzed with hypothesis on adversarial Markdown, each input under a time
+bound; a budget turns a note whose markup takes too long into plain text.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from indexer.chunk import chunk_note
+from indexer.parse import MAX_MARKUP_LINE, parse_budget, parse_note
+from indexer.plain import reading_text
+
+# Pieces that open or close Markdown constructs, and the fillers between them.
+PIECES = ["[", "]", "(", ")", "![", "](", "[[", "]]", "![](", "[x](", "<", ">", "<a ", "</", "<!--", "-->", "%%",
+          "*", "**", "_", "__", "~~", "==", "`", "```", "~~~", "\\", "#", "# ", "|", "|-|", "> ", ">[!", "- ",
+          "1. ", "    ", "\t", " ", "\n", "\n\n", "a", "b1", "中文", "http://", "data:", "base64,", "\"", "'",
+          "^", "[^", "]:", "&", "&#", ";", ":", "=", "-", "---\n", "%"]
+
+piece = st.sampled_from(PIECES)
+# A run of one piece repeated (the shape of every quadratic-regex input), or a mix.
+run = st.tuples(st.lists(piece, min_size=1, max_size=3), st.integers(1, 3000)).map(lambda t: "".join(t[0]) * t[1])
+markdown = st.lists(st.one_of(run, piece), min_size=1, max_size=12).map("".join)
+
+# Per input: a few thousand characters of anything must read in well under a
+# second even on a loaded 2-core CI machine (honest notes go at 5-11 MB/s).
+BOUND = timedelta(seconds=1.5)
+
+
+@settings(max_examples=150, deadline=BOUND, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(markdown)
+def test_parse_and_chunk_stay_fast_on_adversarial_markdown(text):
+    note = parse_note("fuzz.md", text)
+    assert len(note.lines) <= text.count("\n") + text.count("\r") + 1
+    for chunk in chunk_note(note):
+        assert 1 <= chunk.start_line <= chunk.end_line <= max(len(note.lines), 1)
+
+
+@settings(max_examples=150, deadline=BOUND, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(markdown)
+def test_reading_text_stays_fast_and_keeps_lines_on_adversarial_markdown(text):
+    out = reading_text(text)
+    assert out.count("\n") == text.count("\n")
+
+
+@pytest.mark.parametrize("opener", ["[x](", "![](", "[x](<", "[[", "[x][", "<a ", "**", "`"])
+def test_a_long_run_after_an_opener_reads_in_linear_time(opener, ledger):
+    """The line that hung `serve`: ``[x](`` and 16,000 spaces took 2.8-6.8 s in the
+    Markdown-link regex, and doubling the line quadrupled it. Timed against a
+    line a quarter as long in the same run: linear means about 4x, quadratic 16x."""
+    def cost(n: int) -> float:
+        text = opener + " " * n + "\n"
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            parse_note("a.md", text)
+            reading_text(text)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    small, big = cost(4_000), cost(16_000)
+    assert big < max(8 * small, 0.05), (opener, small, big)
+    ledger.record("hostile input", "a Markdown opener followed by a long run of spaces (quadratic regex)",
+                  "read in linear time, no hang")
+
+
+def test_a_note_past_its_budget_is_indexed_as_plain_text(ledger):
+    text = "---\ntitle: Kept\ntags: [meta]\n---\n# Heading\n\nSee [[Other]] and [x](Note.md) #inline\n"
+    full = parse_note("n.md", text)
+    assert full.links == ["Other", "Note.md"] and "inline" in full.tags and full.headings
+    plain = parse_note("n.md", text, budget_s=0)
+    assert plain.title == "Kept" and plain.tags == ["meta"]          # the frontmatter is still read
+    assert plain.links == [] and plain.link_records == [] and plain.headings == []
+    assert plain.lines == full.lines and plain.body_start == full.body_start
+    assert any("indexed as plain text" in w for w in plain.warnings)
+    assert chunk_note(plain)   # its text is still chunked and searchable
+    ledger.record("hostile input", "a note whose Markdown takes longer than its parse budget",
+                  "indexed as plain text with a warning")
+
+
+def test_the_budget_grows_with_the_note():
+    assert parse_budget("x") < parse_budget("x" * 5_000_000) < 10
+
+
+def test_a_pasted_data_uri_costs_little_memory():
+    """A 9 MB ``data:`` URI took 1.9 GB (the link regex kept a mark per
+    character); a line past MAX_MARKUP_LINE is not read for markup at all."""
+    import tracemalloc
+
+    uri = "A" * 3_000_000
+    text = f"# Pic\n\n![](data:image/png;base64,{uri})\n\nSee [[Other]].\n"
+    tracemalloc.start()
+    try:
+        note = parse_note("pic.md", text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * len(text), peak
+    assert note.links == ["Other"] and note.title == "Pic"
+    assert len(text.split("\n")[2]) > MAX_MARKUP_LINE
