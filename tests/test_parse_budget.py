@@ -105,3 +105,20 @@ def test_a_pasted_data_uri_costs_little_memory():
     assert peak < 8 * len(text), peak
     assert note.links == ["Other"] and note.title == "Pic"
     assert len(text.split("\n")[2]) > MAX_MARKUP_LINE
+
+
+def test_a_note_past_its_budget_is_searchable_and_status_says_why(vault, index_dir, monkeypatch):
+    """Through the real sync: the note's text is indexed, its warning is in `status`."""
+    from conftest import write
+
+    import indexer.parse
+    from vault_search import Index
+
+    write(vault / "Slow.md", "# Slow heading\n\nzanzibarword and [[Other]] #slowtag\n")
+    monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", -1.0)   # every note is over budget
+    with Index.open(vault, index_dir, create=True) as idx:
+        report = idx.sync(embed=False)
+        assert any(p == "Slow.md" and "indexed as plain text" in m for p, m in report.warnings)
+        assert [r.path for r in idx.search("zanzibarword", mode="fts").results] == ["Slow.md"]
+        status = idx.status()
+    assert any(w["path"] == "Slow.md" and "indexed as plain text" in w["message"] for w in status.warnings)
