@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 import unicodedata
 from contextlib import contextmanager
@@ -26,6 +27,21 @@ DB_NAME = "index.db"
 BUSY_TIMEOUT_MS = 30_000  # a second writer waits for the first instead of failing
 FTS_COLUMNS = ("title", "aliases", "tags", "headings", "body")
 FTS_TOKENIZER = f"porter unicode61 remove_diacritics 2 tokenchars '{CONNECTORS}'"
+# The index holds every note's text (and the query log every search): its
+# owner's eyes only, whatever the umask, like ``vectors.npy`` and ``server.json``
+# (mkstemp's 0600). SQLite gives -wal and -shm the db file's own mode.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+# What an index folder holds, by name (and the ``NAME*.tmp`` files of atomic
+# writes): the db, the matrix files (indexer.vectors), the query log
+# (vault_search.querylog), the server's files (vault_search.server, the CLI's
+# `open`), the locks and the rebuild folder (indexer.writer). A folder that
+# holds anything else (the vault, or the home folder, given as --index-dir)
+# keeps its own mode: only these files in it are made private.
+INDEX_FILES = frozenset({
+    *(f"{db}{suffix}" for db in (DB_NAME, "queries.db") for suffix in ("", "-wal", "-shm", "-journal")),
+    "vectors.npy", "vectors.ids.npy", "server.json", "serve.lock", "serve.log", "write.lock", "rebuild.lock",
+    "rebuild"})
 
 
 def m001_notes(db) -> None:
@@ -132,6 +148,77 @@ MIGRATIONS: list[Callable] = [m001_notes, m002_chunks_fts, m003_dictionary, m004
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def private_opener(path: str, flags: int) -> int:
+    """``open(..., opener=private_opener)``: a file it creates is 0600."""
+    return os.open(path, flags, PRIVATE_FILE_MODE)
+
+
+def private_dir(path: str | os.PathLike) -> str | None:
+    """Make ``path`` an index folder only its owner can read.
+
+    A missing folder is created 0700 (its missing parents as the umask makes
+    them: a parent may be the home folder, never chmod'ed). An existing one
+    that other users can enter loses their bits (0755 becomes 0700), and so
+    does each index file in it (``INDEX_FILES``, symlinks never followed:
+    0644 becomes 0600). A folder that holds other things too keeps its mode:
+    only the index's files are tightened. Another user's folder is left
+    alone. Returns the one-line note for the user when an index
+    (``index.db``) was readable by others until now, else None.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(mode=PRIVATE_DIR_MODE, parents=True)
+        return None
+    except FileExistsError:
+        pass
+    if os.name == "nt":   # no Unix modes: the folder's inherited ACL decides
+        return None
+    try:
+        st = os.stat(path)
+        if not stat.S_IMODE(st.st_mode) & 0o077 or st.st_uid != os.geteuid():
+            return None   # the one stat a connect pays when all is well
+        entries = list(os.scandir(path))
+    except OSError:
+        return None
+    only_index, tightened = True, []
+    for entry in entries:
+        if entry.name not in INDEX_FILES:
+            only_index = only_index and entry.name.endswith(".tmp") and entry.name.startswith(tuple(INDEX_FILES))
+            continue   # a temp file is 0600 (mkstemp)
+        try:
+            if entry.is_file(follow_symlinks=False):
+                mode = stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)
+                if mode & 0o077:
+                    os.chmod(entry.path, mode & PRIVATE_DIR_MODE)
+                    tightened.append(entry.name)
+        except OSError:   # gone meanwhile, or a read-only file system: the rest still counts
+            continue
+    was = stat.S_IMODE(st.st_mode)
+    if only_index:
+        try:   # the owner's own bits kept: a folder made read-only stays so
+            os.chmod(path, was & PRIVATE_DIR_MODE)
+        except OSError:
+            return None
+    if not any(e.name == DB_NAME for e in entries):
+        return None   # a new index: nothing of the notes was there to read
+    if only_index:
+        return f"tightened permissions of index folder {path} (was {was:04o}) so other users cannot read your notes"
+    if tightened:
+        return (f"tightened permissions of the index files in {path} ({', '.join(sorted(tightened))}) "
+                "so other users cannot read your notes")
+    return None
+
+
+def _note(note: str | None) -> None:
+    """Tell the user what ``private_dir`` did, on stderr: through the
+    logging a resident command set up (serve, watch, mcp), else Python's
+    last-resort handler."""
+    if note:
+        import logging
+
+        logging.getLogger("vault_search.store").warning(f"warning: {note}")
+
+
 @contextmanager
 def writer_lock(index_dir: Path):
     """One writer per index at a time, across processes.
@@ -140,8 +227,8 @@ def writer_lock(index_dir: Path):
     what it read, then writes in batches), so two syncs at once would act on
     stale plans. A second writer waits here for the first to finish.
     """
-    Path(index_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(index_dir) / "write.lock", "a+") as fh:
+    _note(private_dir(index_dir))
+    with open(Path(index_dir) / "write.lock", "a+", opener=private_opener) as fh:
         try:
             import fcntl
         except ImportError:  # Windows: no advisory locks; rely on SQLite's
@@ -159,15 +246,21 @@ def db_path(index_dir: Path) -> Path:
 
 
 def connect(path: Path, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
-    """Open the index db with the settings every connection needs."""
+    """Open the index db with the settings every connection needs, its
+    folder and files made private first (``private_dir``)."""
     path = Path(path)
-    if not path.exists():
-        if not create:
-            raise IndexNotFoundError(f"no index at {path.parent}; run `vault-search index` first")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise VaultSearchError(f"cannot create the index folder {path.parent}: {exc.strerror}") from None
+    exists = path.exists()
+    if not exists and not create:
+        raise IndexNotFoundError(f"no index at {path.parent}; run `vault-search index` first")
+    try:
+        _note(private_dir(path.parent))
+    except OSError as exc:
+        raise VaultSearchError(f"cannot create the index folder {path.parent}: {exc.strerror}") from None
+    if not exists:
+        try:   # 0600 from the start, and so its -wal and -shm: sqlite3 would make it 0644
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
+        except OSError:
+            pass   # a read-only folder: sqlite3.connect says so below
     try:
         if readonly:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,

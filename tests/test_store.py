@@ -1,13 +1,15 @@
-"""How SQLite errors read: only real damage asks for `index --rebuild`."""
+"""How SQLite errors read: only real damage asks for `index --rebuild`; who may read the index."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 
 import pytest
 
 from indexer.errors import IndexCorruptError, VaultSearchError
-from indexer.store import describe_db_error
+from indexer.store import describe_db_error, private_dir
 
 
 def _error(conn: sqlite3.Connection, sql: str) -> sqlite3.DatabaseError:
@@ -33,3 +35,49 @@ def test_any_other_sqlite_error_is_one_line_and_asks_to_run_index_again(tmp_path
     assert str(error) == ("the index database reported an error (no such table: no_such_table); "
                           "run `vault-search index` again")
     assert "damaged" not in str(error) and "--rebuild" not in str(error)
+
+
+def test_private_dir_makes_an_index_folder_private_and_says_so_only_when_notes_were_exposed(tmp_path):
+    old = os.umask(0o022)
+    try:
+        folder = tmp_path / "made" / "index"
+        assert private_dir(folder) is None
+        assert (stat.S_IMODE(folder.stat().st_mode), stat.S_IMODE(folder.parent.stat().st_mode)) == (0o700, 0o755)
+        # an index folder before its first db (serve's lock made it): tightened, nothing to say
+        os.chmod(folder, 0o755)
+        (folder / "serve.lock").touch(mode=0o644)
+        assert private_dir(folder) is None
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert stat.S_IMODE((folder / "serve.lock").stat().st_mode) == 0o600
+        (folder / "index.db").touch(mode=0o644)
+        assert private_dir(folder) is None   # a 0700 folder: nobody else reaches its files
+        os.chmod(folder, 0o750)
+        assert private_dir(folder) == (f"tightened permissions of index folder {folder} (was 0750) "
+                                       "so other users cannot read your notes")
+        assert stat.S_IMODE((folder / "index.db").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a folder away")
+def test_private_dir_leaves_another_users_folder_alone(tmp_path):
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o755)
+    (folder / "index.db").touch(mode=0o644)
+    os.chown(folder, 65534, 65534)
+    assert private_dir(folder) is None
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert stat.S_IMODE((folder / "index.db").stat().st_mode) == 0o644
+
+
+def test_private_dir_keeps_a_read_only_index_folder_read_only(tmp_path):
+    folder = tmp_path / "index"
+    folder.mkdir()
+    (folder / "index.db").touch(mode=0o444)
+    os.chmod(folder, 0o555)
+    try:
+        assert "(was 0555)" in private_dir(folder)
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o500
+        assert stat.S_IMODE((folder / "index.db").stat().st_mode) == 0o400
+    finally:
+        os.chmod(folder, 0o755)

@@ -1,17 +1,24 @@
 """Without --vault, the vault is found as git finds ``.git``: the nearest
 folder at or above the current one with ``.obsidian/``, a
-``.vault-search.toml`` or an index in the default place."""
+``.vault-search.toml`` or an index in the default place; never in a folder
+above that another user owns, unless $VAULT_SEARCH_TRUSTED names it."""
 
 import os
 import shutil
 import subprocess
 
+import pytest
 from conftest import CLI, write
 
+from indexer import locate
+from vault_search import fast
 
-def _run(cwd, *args, data_home, index_dir=None):
-    """The CLI run from ``cwd`` with no --vault (and no $VAULT_SEARCH_*)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_SEARCH_")}
+OTHER_UID = 65534   # nobody
+
+
+def _run(cwd, *args, data_home, index_dir=None, env=None):
+    """The CLI run from ``cwd`` with no --vault (and no $VAULT_SEARCH_* but ``env``'s)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_SEARCH_")} | (env or {})
     env["XDG_DATA_HOME"] = str(data_home)
     cmd = [str(CLI)] + (["--index-dir", str(index_dir)] if index_dir else []) + list(args)
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
@@ -110,3 +117,94 @@ def test_the_index_folder_name_keeps_what_the_regex_kept():
     same()
     assert safe_name("My Vault (2026)") == "My_Vault_2026" and safe_name("笔记 库") == "笔记_库"
     assert safe_name("...") == "vault" and safe_name("a\0b") == "a_b"
+
+
+def _planted(tmp_path):
+    """A folder of another user (as /tmp is) with a planted vault in it that
+    logs queries, and a folder of one's own inside it: (planted, own)."""
+    planted = tmp_path.resolve() / "shared"
+    write(planted / ".obsidian" / "app.json", "{}")
+    write(planted / ".vault-search.toml", "log_queries = true\n")
+    write(planted / "planted.md", "# Planted\nplantedword\n")
+    own = planted / "mine"
+    write(own / "n.md", "# Mine\nmyword\n")
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    return planted, own
+
+
+def _refusal(planted):
+    return (f"vault-search: not using {planted} as the vault: it belongs to another user (uid {OTHER_UID}); "
+            f"set VAULT_SEARCH_TRUSTED={planted} to trust it\n")
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+
+
+@needs_root
+def test_a_vault_planted_in_another_users_folder_above_is_not_used(tmp_path, ledger):
+    planted, own = _planted(tmp_path)
+    data = tmp_path / "data"
+    r = _run(own, "search", "plantedword", "--json", data_home=data)   # the thin client, then the full CLI
+    assert r.returncode == 1 and r.stderr.startswith(_refusal(planted)), r.stderr
+    assert r.stderr.count("not using") == 1 and f"no index at {data}/vault-search/mine-" in r.stderr, r.stderr
+    r = _run(own, "index", "--no-embed", data_home=data)
+    assert r.returncode == 0, r.stderr
+    assert "1 note scanned" in r.stdout and r.stderr == _refusal(planted), (r.stdout, r.stderr)
+    # its own index marks the folder as a vault now: nothing more to say
+    r = _run(own, "search", "plantedword", "--json", data_home=data)
+    assert r.returncode == 0 and '"results": []' in r.stdout and r.stderr == "", (r.stdout, r.stderr)
+    assert '"n.md"' in _run(own, "search", "myword", "--json", data_home=data).stdout
+    [index] = _indexes(data)
+    assert index.startswith("mine-") and not (data / "vault-search" / index / "queries.db").exists()
+    # trusted by name, it is the vault (with no index of the own folder in
+    # the way): its notes and its settings
+    data = tmp_path / "data-trusting"
+    for trusted in (str(planted), f"/nonexistent{os.pathsep}{planted}", "*"):
+        r = _run(own, "index", "--no-embed", data_home=data, env={"VAULT_SEARCH_TRUSTED": trusted})
+        assert r.returncode == 0 and r.stderr == "" and "2 notes scanned" in r.stdout, (r.stdout, r.stderr)
+    r = _run(own, "search", "plantedword", "--json", data_home=data, env={"VAULT_SEARCH_TRUSTED": str(planted)})
+    assert r.returncode == 0 and '"planted.md"' in r.stdout, r.stdout
+    [index] = _indexes(data)
+    assert index.startswith("shared-") and (data / "vault-search" / index / "queries.db").exists()
+    ledger.record("security", ".obsidian/ and a log_queries settings file planted in another user's folder above",
+                  "not used as the vault, one line on stderr; used when $VAULT_SEARCH_TRUSTED names it")
+
+
+@needs_root
+def test_a_vault_of_ones_own_below_another_users_folder_is_unchanged(tmp_path):
+    planted, own = _planted(tmp_path)
+    write(own / ".obsidian" / "app.json", "{}")
+    deep = own / "sub"
+    deep.mkdir()
+    r = _run(deep, "index", "--no-embed", data_home=tmp_path / "data")
+    assert r.returncode == 0 and r.stderr == "" and "1 note scanned" in r.stdout, (r.stdout, r.stderr)
+    # where one stands counts as it always did, whoever owns it
+    r = _run(planted, "index", "--no-embed", data_home=tmp_path / "data")
+    assert r.returncode == 0 and r.stderr == "" and "2 notes scanned" in r.stdout, (r.stdout, r.stderr)
+    # a folder of another user with no vault in or above it: nothing to say
+    plain = tmp_path.resolve() / "plain"
+    (plain / "mine").mkdir(parents=True)
+    os.chown(plain, OTHER_UID, OTHER_UID)
+    r = _run(plain / "mine", "status", data_home=tmp_path / "data")
+    assert "another user" not in r.stderr, r.stderr
+
+
+@needs_root
+def test_the_thin_client_stops_at_another_users_folder_too(tmp_path, monkeypatch, capsys):
+    planted, own = _planted(tmp_path)
+    for name in [k for k in os.environ if k.startswith("VAULT_SEARCH_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setattr(locate, "_said", set(), raising=False)
+    monkeypatch.chdir(own)
+    assert fast.locate({}) == (str(own), locate.default_index_dir(str(own)))
+    assert capsys.readouterr().err == _refusal(planted)
+    monkeypatch.setenv("VAULT_SEARCH_TRUSTED", str(planted))
+    assert fast.locate({}) == (str(planted), locate.default_index_dir(str(planted)))
+    assert capsys.readouterr().err == ""
+    # the ceiling still stops the walk first, and then there is nothing to say
+    monkeypatch.delenv("VAULT_SEARCH_TRUSTED")
+    monkeypatch.setattr(locate, "_said", set(), raising=False)
+    monkeypatch.setenv("VAULT_SEARCH_CEILING", str(planted))
+    assert fast.locate({}) == (str(own), locate.default_index_dir(str(own)))
+    assert capsys.readouterr().err == ""
