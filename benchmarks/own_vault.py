@@ -28,7 +28,7 @@ def load_items(path: str | os.PathLike) -> list[KnownItem]:
     items = []
     try:
         with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+            lines = fh.read().split("\n")   # not splitlines: JSON text may hold U+2028 and form feeds
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageValueError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
     for n, line in enumerate(lines, 1):
@@ -36,8 +36,10 @@ def load_items(path: str | os.PathLike) -> list[KnownItem]:
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageValueError(f"{path}:{n}: not JSON ({exc.msg}); each line is "
+        except (ValueError, RecursionError) as exc:   # RecursionError: "[[[[..." nested past Python's stack
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else \
+                "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise UsageValueError(f"{path}:{n}: not JSON ({why}); each line is "
                                   '{"query": "...", "targets": ["Note.md"]}') from None
         targets = row.get("targets") if isinstance(row, dict) else None
         targets = [targets] if isinstance(targets, str) else targets

@@ -7,6 +7,7 @@ it is never indexed itself), plus whatever the caller adds for one run.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import sqlite3
 from dataclasses import dataclass, field, replace
@@ -23,10 +24,18 @@ INDEX_DIR_ENV = "VAULT_SEARCH_INDEX_DIR"
 # a hundred times over; a bigger ".md" is almost always an export or a dump,
 # and segmenting 20 MB of Han text would stall a sync for tens of seconds.
 DEFAULT_MAX_FILE_MB = 10.0
+# The most max_file_mb may say: a sync holds a note's text, lines and chunks
+# at once, several times its size; past a gigabyte that is the machine's
+# memory, not a limit. A larger value (``inf`` for "no limit") is taken as this.
+MAX_FILE_MB_CEILING = 1024.0
 # A note is stale when its ``stale_field`` date (when a person or agent last
 # checked it) is older than ``stale_days``, or its ``expiry_field`` date has passed.
 DEFAULT_STALE_FIELD = "last_verified"
 DEFAULT_STALE_DAYS = 30
+# A hundred years: every note checked in living memory is fresh. A larger
+# value (``1e12``, ``inf`` for "never stale") is taken as this; a date
+# billions of days back does not exist to compare with.
+MAX_STALE_DAYS = 36_500
 DEFAULT_EXPIRY_FIELD = "valid_until"
 # The keys of .vault-search.toml that load_config reads, plus any that other
 # modules read from ``VaultConfig.extra`` (none today): anything else is
@@ -98,9 +107,13 @@ def load_config(vault: str | os.PathLike | None = None,
     settings = _read_settings(root / CONFIG_FILE)
     ignore = _str_list(settings.pop("ignore", []), "ignore")
     include_dot = tuple(_dot_name(n) for n in _str_list(settings.pop("include_dot", []), "include_dot"))
+    clamped: list[str] = []
     max_mb = settings.pop("max_file_mb", DEFAULT_MAX_FILE_MB)
-    if not isinstance(max_mb, (int, float)) or max_mb <= 0:
+    if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or math.isnan(max_mb) or max_mb <= 0:
         raise ConfigError(f"{root / CONFIG_FILE}: max_file_mb must be a positive number")
+    if max_mb > MAX_FILE_MB_CEILING:
+        clamped.append(f"max_file_mb = {max_mb:g} is past the most it may be; {MAX_FILE_MB_CEILING:g} used")
+        max_mb = MAX_FILE_MB_CEILING
     vault_name = settings.pop("vault_name", root.name)
     if not isinstance(vault_name, str):
         raise ConfigError(f"{root / CONFIG_FILE}: vault_name must be a string")
@@ -116,12 +129,17 @@ def load_config(vault: str | os.PathLike | None = None,
     if not isinstance(log_queries, bool):
         raise ConfigError(f"{root / CONFIG_FILE}: log_queries must be true or false")
     stale_days = settings.pop("stale_days", DEFAULT_STALE_DAYS)
-    if isinstance(stale_days, bool) or not isinstance(stale_days, (int, float)) or stale_days < 0:
+    if (isinstance(stale_days, bool) or not isinstance(stale_days, (int, float)) or math.isnan(stale_days)
+            or stale_days < 0):
         raise ConfigError(f"{root / CONFIG_FILE}: stale_days must be a number of days (0 or more)")
+    if stale_days > MAX_STALE_DAYS:
+        clamped.append(f"stale_days = {stale_days:g} is past {MAX_STALE_DAYS} (a hundred years); "
+                       f"{MAX_STALE_DAYS} used")
+        stale_days = MAX_STALE_DAYS
     return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
                        max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name,
                        stale_days=float(stale_days), boost=boost, log_queries=log_queries, extra=settings,
-                       warnings=tuple((CONFIG_FILE, w) for w in unknown_settings(settings)),
+                       warnings=tuple((CONFIG_FILE, w) for w in clamped + unknown_settings(settings)),
                        settings_stamp=stamp, **fields)
 
 

@@ -26,6 +26,9 @@ class ScannedFile:
     abspath: str
     mtime_ns: int
     size: int
+    # When the inode last changed (a write, chmod, rename or link): unlike the
+    # mtime, no ``touch -r`` or ``cp -p`` can set it back (indexer/sync.py).
+    ctime_ns: int = 0
 
 
 def is_markdown(name: str) -> bool:
@@ -166,7 +169,7 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
                 seen_dirs.add(key)
                 subdirs.append((entry.path, rel))
             elif stat.S_ISREG(st.st_mode) and is_markdown(entry.name):
-                yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size)
+                yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
         stack.extend(reversed(subdirs))
 
 
@@ -229,7 +232,7 @@ def scan_paths(config: VaultConfig, paths: Iterable[str],
             seen.add(rel)
             yield from scan_vault(config, warn, start=rel, unreadable=unreadable)
         elif stat.S_ISREG(st.st_mode) and is_markdown(rel) and _valid_utf8(rel):
-            yield ScannedFile(rel, full, st.st_mtime_ns, st.st_size)
+            yield ScannedFile(rel, full, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
 
 
 def _valid_utf8(name: str) -> bool:

@@ -39,6 +39,12 @@ RETRY_REASON = "cannot read"
 VANISHED = "vanished while indexing; will be picked up if it comes back"
 MID_SAVE_PAUSE_S = 0.05    # a file read empty though its scan saw bytes is read again after this
 MID_SAVE_MAX_PAUSES = 20   # at most this often per sync (and worker): 1 s, whatever emptied the notes
+# meta key: when the last whole-vault scan began, by the clock that dates
+# files (``_file_clock_ns``). A file whose ctime is at or after it may have
+# changed though its mtime and size did not (``touch -r``, ``cp -p``,
+# ``rsync -t`` set the mtime back; nothing sets the ctime back): it is hashed
+# again, and parsed only if its content did change.
+SCANNED_FROM = "scanned_from_ns"
 # Bump when what a note's chunks or their FTS rows hold changes: every note is
 # processed again at the next sync (vectors are reused where a chunk's text is
 # the same). 9: a note's folder joined its tags in the FTS row.
@@ -98,6 +104,7 @@ class _SyncRun:
     started: float
     links_left_over: bool = False      # links written by a run that died before its final pass
     settings_changed: bool = False     # max_file_bytes changed: every skipped file is tried again
+    scanned_from_ns: int = 0           # when this run's scan began (SCANNED_FROM)
     existing: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)  # path: id, mtime_ns, size, hash
     skipped_before: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # path: mtime_ns, size, reason
     unreadable: set[str] = field(default_factory=set)   # what could not be listed or stat'ed: never deleted
@@ -199,6 +206,8 @@ def _scan(run: _SyncRun) -> None:
             "SELECT path, mtime_ns, size, reason FROM skipped")}
     # Only a path confirmed gone is deleted: what lies under a folder that
     # could not be listed (or a file that could not be stat'ed) is kept.
+    changed_from = _scanned_from(conn)
+    run.scanned_from_ns = _file_clock_ns()
     files = list(scan_vault(config, run.warn, unreadable=run.unreadable) if run.scope is None
                  else scan_paths(config, run.scope, run.warn, unreadable=run.unreadable))
     report.scanned = len(files)
@@ -211,10 +220,11 @@ def _scan(run: _SyncRun) -> None:
         run.unreadable.add("")
     for f in files:
         old = run.existing.get(f.path)
-        if not run.force and old is not None and old[1] == f.mtime_ns and old[2] == f.size:
+        same_inode = changed_from is None or not _changed_since(f.ctime_ns, changed_from)
+        if not run.force and old is not None and old[1] == f.mtime_ns and old[2] == f.size and same_inode:
             continue
         skip = run.skipped_before.get(f.path)
-        if (not run.force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size
+        if (not run.force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size and same_inode
                 and not skip[2].startswith(RETRY_REASON)):
             report.skipped += 1
             continue
@@ -222,6 +232,32 @@ def _scan(run: _SyncRun) -> None:
     report.unchanged = report.scanned - len(run.todo) - report.skipped
     run.drop = [p for p in run.existing if p not in run.on_disk and not covered(p, run.unreadable)]
     faults.point("scan")
+
+
+def _scanned_from(conn: sqlite3.Connection) -> int | None:
+    """SCANNED_FROM of the last whole-vault sync; None before the first (an
+    index from before it was kept: no file is hashed again for it)."""
+    try:
+        return int(get_meta(conn, SCANNED_FROM) or "")
+    except ValueError:
+        return None
+
+
+def _changed_since(ctime_ns: int, since_ns: int) -> bool:
+    """Whether a file's inode changed at or after ``since_ns``, at the file's
+    own precision: one dated to the whole second (HFS+, ext3, many network
+    shares; FAT to two) may have changed in the second the scan began."""
+    if ctime_ns % 1_000_000_000 == 0:
+        since_ns -= since_ns % 2_000_000_000
+    return ctime_ns >= since_ns
+
+
+def _file_clock_ns() -> int:
+    """Now, by the clock Linux dates files with: a coarse one, up to a tick
+    (1-10 ms) behind ``time.time_ns()``, so that a file changed just after
+    this moment never carries a ctime before it."""
+    coarse = getattr(time, "CLOCK_REALTIME_COARSE", None)
+    return time.clock_gettime_ns(coarse) if coarse is not None else time.time_ns()
 
 
 def _read_changed(run: _SyncRun) -> set[str]:
@@ -587,6 +623,8 @@ def _finish(run: _SyncRun) -> None:
         set_meta(conn, "segmenter_version", Segmenter.version)
         set_meta(conn, "chunker_version", run.chunking[2])
         set_meta(conn, "vault", str(run.config.vault))
+        if run.scope is None:   # a watcher's few paths say nothing of the files elsewhere
+            set_meta(conn, SCANNED_FROM, str(run.scanned_from_ns))
         report.seconds = time.perf_counter() - run.started
         set_meta(conn, "last_sync", json.dumps({
             "at": time.time(), "seconds": round(report.seconds, 3), "added": report.added,

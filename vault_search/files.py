@@ -11,7 +11,7 @@ from pathlib import Path
 
 from indexer.config import VaultConfig
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
-from indexer.parse import BinaryNoteError, decode_note, split_lines
+from indexer.parse import BINARY_SNIFF_BYTES, BinaryNoteError, decode_note, split_lines
 from indexer.scan import IgnoreRules, is_markdown
 from indexer.store import name_key
 
@@ -21,6 +21,12 @@ from .results import NoteText
 LOCATION_RE = re.compile(r"^(?P<path>.*?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 # Candidates named in an ambiguous-name error.
 MAX_CANDIDATES = 8
+# A note over max_file_mb is counted and searched for its lines in blocks of
+# this size, never held whole.
+BLOCK_BYTES = 1 << 20
+# split_lines' line breaks, as bytes: no character of UTF-8 or GB18030 holds
+# either byte, so a file is counted and cut at them without decoding it.
+LINE_BREAK_BYTES = re.compile(rb"\r\n|\r|\n")
 
 
 class BadLocationError(UsageValueError):
@@ -128,9 +134,20 @@ def read_note(config: VaultConfig, path: str, start: int | None = None, end: int
         if conn is None:
             raise
         full = resolve_path(config, _named(conn, path, missing))
+    first = 1 if start is None else start
+    if first < 1 or (end is not None and end < first):
+        shown = f"{first}-{end}" if end is not None else str(first)
+        raise UsageValueError(f"bad line range {shown}: lines are numbered from 1, and END must be >= START")
+    rel = Path(full).relative_to(config.vault).as_posix()
     try:
         with open(full, "rb") as fh:
-            data = fh.read(config.max_file_bytes + 1)
+            # Not much more than the file holds: read(n) sets n bytes aside first, and max_file_mb may be large.
+            size = max(os.fstat(fh.fileno()).st_size, BLOCK_BYTES)
+            data = fh.read(min(config.max_file_bytes, size) + 1)
+            if len(data) > config.max_file_bytes:
+                if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+                    decode_note(data[:BINARY_SNIFF_BYTES])   # raises: binary, as a smaller one would
+                return _large_note(fh, config.max_file_bytes, path, rel, first, end)
         text, _ = decode_note(data)
     except BinaryNoteError as exc:
         raise VaultSearchError(f"{path}: {exc}") from None
@@ -138,15 +155,88 @@ def read_note(config: VaultConfig, path: str, start: int | None = None, end: int
         raise NoteNotFoundError(f"{path}: cannot read ({exc.strerror})") from None
     lines = split_lines(text)
     total = len(lines)
-    first = 1 if start is None else start
-    if first < 1 or (end is not None and end < first):
-        shown = f"{first}-{end}" if end is not None else str(first)
-        raise UsageValueError(f"bad line range {shown}: lines are numbered from 1, and END must be >= START")
     if first > max(total, 1):
         raise UsageValueError(f"{path} has {total} lines; line {first} is past the end")
     last = total if end is None else min(end, total)
-    rel = Path(full).relative_to(config.vault).as_posix()
     return NoteText(rel, first, last, total, "\n".join(lines[first - 1:last]))
+
+
+def _large_note(fh, limit: int, path: str, rel: str, first: int, end: int | None) -> NoteText:
+    """Lines ``first``..``end`` of a note over ``limit`` bytes (max_file_mb):
+    as many whole lines as fit in ``limit`` bytes, ``truncated`` with a
+    warning saying where to read on when that is fewer than were asked for;
+    ``total_lines`` is the file's, counted without holding it."""
+    offset, total = _find_line(fh, first)
+    if offset is None or first > max(total, 1):
+        raise UsageValueError(f"{path} has {total} lines; line {first} is past the end")
+    fh.seek(offset)
+    window = fh.read(limit + 1)
+    partial = False
+    if len(window) > limit:
+        window = window[:limit]
+        cut = max(window.rfind(b"\n"), window.rfind(b"\r"))
+        if cut >= 0:
+            window = window[:cut + 1]
+        else:   # one line longer than the limit: its first bytes, ending on a whole character
+            partial = True
+            window = _whole_chars(window)
+    text, _ = decode_note(window)
+    lines = split_lines(text) or [""]
+    wanted = total if end is None else min(end, total)
+    last = min(wanted, first + len(lines) - 1)
+    out = NoteText(rel, first, last, total, "\n".join(lines[:last - first + 1]))
+    why = f"{rel} is over the {limit / 1048576:g} MB that one get returns (max_file_mb in .vault-search.toml)"
+    if partial:
+        out.truncated = True
+        out.warnings.append(f"line {first} cut after {len(window)} bytes: {why}; raise max_file_mb to read it whole")
+    elif last < wanted:
+        out.truncated = True
+        out.warnings.append(f"cut at line {last} of {total}: {why}; read on from line {last + 1}")
+    return out
+
+
+def _find_line(fh, first: int) -> tuple[int | None, int]:
+    """(the byte offset at which line ``first`` starts, None past the end; the
+    file's line count, as ``split_lines`` counts them)."""
+    fh.seek(0)
+    offset = 0 if first == 1 else None
+    breaks = 0
+    pos = 0
+    tail = b""
+    while block := fh.read(BLOCK_BYTES):
+        while block.endswith(b"\r"):   # a \r\n is one break: never split it between blocks
+            more = fh.read(1)
+            if not more:
+                break
+            block += more
+        n = _count_breaks(block)
+        if offset is None and breaks + n >= first - 1:
+            for m in LINE_BREAK_BYTES.finditer(block):
+                breaks += 1
+                n -= 1
+                if breaks == first - 1:
+                    offset = pos + m.end()
+                    break
+        breaks += n
+        pos += len(block)
+        tail = block[-1:]
+    return offset, breaks + (1 if tail not in (b"", b"\n", b"\r") else 0)
+
+
+def _count_breaks(data: bytes) -> int:
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+def _whole_chars(data: bytes) -> bytes:
+    """``data`` without the UTF-8 character cut at its end, if one is."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return data
+        if byte >= 0xC0:   # the last character's first byte: is the rest of it there?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data if back >= need else data[:-back]
+    return data
 
 
 def indexed_path(conn: sqlite3.Connection, config: VaultConfig, path: str) -> str:

@@ -5,7 +5,8 @@ Typed memories keep a number in [0, 1] that says how much a note matters
 ``0.5 + 0.5 * value``: an unimportant note (0) keeps half its score, an
 important one (1) all of it, a note without the field counts as 0.5 (x0.75).
 A value outside [0, 1] is clamped, with a warning naming the note; a value
-that is not a number counts as missing, also with a warning.
+that is not a number, or none a float can hold (NaN, an infinity, a
+400-digit integer), counts as missing, also with a warning.
 
 Where it sits (README "How a score is shaped"): after the relevance cut and
 after recency, before the page is cut to ``limit``; it reorders results, it
@@ -74,16 +75,7 @@ def boost(fused: list[Fused], values: dict[int, object], field: str,
     unreadable: list[str] = []
     for f in fused:
         raw = values.get(f.note_id)
-        value: float | None = None
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            value = float(raw)
-        elif isinstance(raw, str) and raw.strip():
-            try:
-                value = float(raw)
-            except ValueError:
-                value = None
-        if value is not None and not math.isfinite(value):
-            value = None   # NaN or infinite: no number to weigh by
+        value = _number(raw)
         if value is None and raw is not None:
             unreadable.append(paths.get(f.note_id, "?"))
         if value is not None and not 0.0 <= value <= 1.0:
@@ -100,6 +92,19 @@ def boost(fused: list[Fused], values: dict[int, object], field: str,
     if unreadable:
         warnings.append(f"--boost {field}: not a number, counted as 0.5: " + _some(unreadable))
     return sorted(out, key=lambda f: (f.name_match is None, -f.score)), factors, warnings
+
+
+def _number(raw: object) -> float | None:
+    """``raw`` as a finite float; None when it is no number, or none a float
+    can hold: NaN, an infinity, or an integer past 1.8e308 (YAML reads 400
+    digits as an int, which ``float`` refuses with OverflowError)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)) or (isinstance(raw, str) and not raw.strip()):
+        return None
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _some(items: list[str]) -> str:

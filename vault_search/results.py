@@ -167,6 +167,10 @@ class NoteText:
     end_line: int
     total_lines: int
     text: str
+    # True when ``text`` stops before the lines asked for: the note is over
+    # max_file_mb, the most one get returns; ``warnings`` says where to read on.
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
