@@ -93,6 +93,12 @@ def test_get_of_a_note_over_max_file_mb_says_where_it_is_cut(vault, cli, ledger)
     assert "has 40000 lines; line 40001 is past the end" in one_line_error(past)
     small = cli("get", "Home.md", "--json").json()
     assert small["truncated"] is False and small["warnings"] == []
+    # multi-get, of a note indexed before max_file_mb came down, lists it as cut
+    (vault / ".vault-search.toml").unlink()
+    assert cli("index", "--no-embed").code == 0
+    write(vault / ".vault-search.toml", "max_file_mb = 1\n")
+    many = cli("multi-get", "Inbox/export.md", "--json", "--max-bytes", "10000000").json()
+    assert [c["path"] for c in many["cut"]] == ["Inbox/export.md"] and "cut at line" in many["cut"][0]["reason"]
     ledger.record("resources", "`get` of a note over max_file_mb (3.6 MB, limit 1 MB)",
                   "whole lines up to the limit, `truncated` with a warning naming where to read on; "
                   "true total_lines; later ranges readable")

@@ -204,6 +204,9 @@ def multi_get(conn: sqlite3.Connection, config: VaultConfig, patterns: list[str]
                 continue
             note = _first_lines(note, room)
             size = len(note.text.encode("utf-8", "surrogateescape"))
+        if note is whole and whole.truncated:   # over max_file_mb: read_note cut it already
+            why_cut = whole.warnings[0] if whole.warnings else "cut: over max_file_mb"
+            result.cut.append(CutNote(path, full_size, why_cut))
         if note is not whole:
             why = f"max_lines ({max_lines})" if note.end_line == max_lines and size <= room else \
                 f"max_bytes ({max_bytes})"
