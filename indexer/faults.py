@@ -17,7 +17,8 @@ cache's write, before its commit), ``query-log`` (inside the query log's
 write, before its commit), ``matrix-files`` (after the two matrix
 files were renamed into place, before the db records them), ``matrix-ids``
 (between the two renames), ``read`` (opening a note to read it), ``swap``
-(a rebuild, before it replaces the old index), and ``txn:NAME`` inside every write transaction just before its
+(a rebuild, before it replaces the old index), ``swapped`` (a rebuild, after it
+replaced the old index, before its catch-up sync), and ``txn:NAME`` inside every write transaction just before its
 COMMIT (``store.WRITE_TRANSACTIONS`` lists the names).
 """
 

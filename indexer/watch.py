@@ -18,6 +18,11 @@ writes (watchdog then logs "queue overflowed"), and a burst of hundreds of
 paths is as likely to have lost some. Either is followed by a full rescan
 once the vault is calm (a second or so), so after a storm the index equals
 the disk within seconds, not at the next scheduled rescan.
+
+An `index --rebuild` beside the watcher replaces the db file with one built
+from its own, older scan of the vault: what the watcher synced meanwhile
+went into the old file. The writer thread looks at the file every
+``REPLACED_CHECK_S`` and, when it is another one, rescans at once.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .config import VaultConfig
 from .scan import IgnoreRules, is_markdown
+from .store import db_path
 
 if TYPE_CHECKING:
     from .sync import SyncReport
@@ -45,6 +51,9 @@ STORM_PATHS = 200           # a batch this large may have lost events: a full re
 RETRY_MAX_S = 60.0          # a sync that keeps failing is retried at most this far apart
 EMBED_SLICE = 64            # passages embedded between checks for new changes
 IGNORED_EVENTS = {"opened", "closed_no_write"}
+# How often the writer thread checks whether `index --rebuild` swapped in a new
+# db file (one stat): notes saved during the rebuild are back within this.
+REPLACED_CHECK_S = 1.0
 
 
 class ChangeSet:
@@ -192,6 +201,7 @@ class Watcher:
         self._observer: Any = None   # a watchdog Observer, once started
         self._thread: threading.Thread | None = None
         self._embedding_waits = embed
+        self._synced_file: tuple[int, int] | None = None   # the db file the last sync began on
 
     def events_lost(self) -> None:
         """Events were dropped (the kernel queue overflowed): rescan everything once calm."""
@@ -215,6 +225,7 @@ class Watcher:
             self._observer = observer
         except Exception as exc:  # inotify limits, unsupported file system
             log.warning("file watching unavailable (%s); relying on the rescan every %.0f s", exc, self.interval)
+        self._synced_file = self._db_file()
         self._thread = threading.Thread(target=self._run, args=(initial_rescan,), name="vault-search-writer",
                                         daemon=True)
         self._thread.start()
@@ -239,11 +250,11 @@ class Watcher:
                 next_full = time.monotonic() + self.interval
                 continue
             # While vectors are waiting, look for changes without blocking long.
-            wait = 0.0 if self._embedding_waits else next_full - now
+            wait = 0.0 if self._embedding_waits else min(next_full - now, REPLACED_CHECK_S)
             paths, full = self.changes.take(self.debounce, wait)
             if self._stop.is_set():
                 break
-            if full:
+            if full or self._replaced():
                 self._sync(None)
                 next_full = time.monotonic() + self.interval
             elif paths:
@@ -254,8 +265,28 @@ class Watcher:
             elif self._embedding_waits:
                 self._sync([])
 
+    def _db_file(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(db_path(self.config.index_dir))
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _replaced(self) -> bool:
+        """Whether the db file is another one than the last sync began on: an
+        `index --rebuild` swapped in its index, built from a scan older than
+        what this watcher synced since. (The writer follows the new file on
+        its next sync, but nothing may be pending to make one.)"""
+        now = self._db_file()
+        if now is None or now == self._synced_file:
+            return False
+        log.info("the index was replaced (`index --rebuild`); a full rescan follows")
+        return True
+
     def _sync(self, paths: list[str] | None) -> None:
         """Keyword-sync ``paths`` (None: everything, []: nothing), then embed a slice."""
+        # Taken before the sync: a file swapped in during it is rescanned once more, never missed.
+        file = self._db_file()
         try:
             report = self.writer.sync(paths=paths, embed=self.embed, embed_limit=EMBED_SLICE)
         except Exception as exc:  # never let one bad batch stop the watcher
@@ -268,6 +299,7 @@ class Watcher:
             self._stop.wait(delay)
             return
         self.syncs += 1
+        self._synced_file = file
         self._failures = 0
         self.last_error = None
         self._embedding_waits = bool(report.embedding and report.embedding.waiting)

@@ -13,7 +13,10 @@
              one committed batch at a time.
 4. publish   the same pass writes the matrix files and records them; a
              completed rebuild is swapped in for the live index, a failed
-             one is discarded.
+             one is discarded. The rebuild then syncs the live index once
+             more: its own scan is as old as the rebuild, and a note saved
+             since (which a watcher beside it may have taken into the old
+             index) must not wait for the next full rescan.
 
 Readers hold an ``IndexWriter`` too, for its connection and to follow what
 writers did (``refresh``); they never call ``sync``.
@@ -21,6 +24,7 @@ writers did (``refresh``); they never call ``sync``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -50,6 +54,11 @@ if TYPE_CHECKING:
 
 REBUILD_DIR = "rebuild"   # `index --rebuild` builds here, beside the live index, and swaps in when done
 REBUILD_LOCK = "rebuild.lock"   # held by the one rebuild running
+# The resident process of an index: `serve` or `watch` holds RESIDENT_LOCK for
+# its life, and `serve` writes SERVER_FILE (vault_search/server.py LOCK_FILE,
+# SERVER_FILE: the same names, which this package cannot import).
+RESIDENT_LOCK = "serve.lock"
+SERVER_FILE = "server.json"
 Identity = tuple[int, int]   # (st_dev, st_ino) of the db file: a rebuild replaces the file
 
 
@@ -91,7 +100,7 @@ class IndexWriter:
         conn = connect(db_path(config.index_dir), create=create)
         writer = cls(config, conn, embedder)
         writer.created = created
-        writer._identity = writer._file_identity()
+        writer._identity = _identity_of(writer.config.index_dir)
         try:
             if not create:
                 check_schema(conn)
@@ -112,6 +121,7 @@ class IndexWriter:
         # second one would delete the first's files, or have them swapped in half-built.
         lock = _claim_rebuild(Path(config.index_dir))
         try:
+            _refuse_foreign_rebuild(Path(config.index_dir), config.vault)
             with writer_lock(build):
                 _remove_index_files(build)
             writer = cls(replace(config, index_dir=build), connect(db_path(build), create=True), embedder)
@@ -121,7 +131,7 @@ class IndexWriter:
         writer._rebuild_lock = lock
         writer._rebuild_of = Path(config.index_dir)
         writer._previous_model = _recorded_model(config.index_dir)
-        writer._identity = writer._file_identity()
+        writer._identity = _identity_of(writer.config.index_dir)
         return writer
 
     def check_vault(self) -> None:
@@ -131,9 +141,7 @@ class IndexWriter:
         except sqlite3.OperationalError:  # a new, empty db
             return
         if recorded and recorded != str(self.config.vault):
-            raise VaultMismatchError(
-                f"the index at {self.config.index_dir} belongs to the vault {recorded}, not {self.config.vault}; "
-                "use another --index-dir (or unset VAULT_SEARCH_INDEX_DIR), or `vault-search index --rebuild`")
+            raise _mismatch(Path(self.config.index_dir), recorded, self.config.vault)
 
     def close(self) -> None:
         self.conn.close()
@@ -200,6 +208,7 @@ class IndexWriter:
                 report = self._sync(progress, force, embed, model, embed_progress, embed_limit, paths)
             if self._rebuild_of is not None:
                 self._swap_in()
+                report = self._catch_up(report, embed, model, embed_limit)
             return report
         except sqlite3.DatabaseError as exc:
             error = describe_db_error(exc, self.config.index_dir)
@@ -236,13 +245,13 @@ class IndexWriter:
         """A long-lived writer (the watcher) follows an `index --rebuild` made
         by another process instead of writing into the deleted file; True
         when it switched to the new file."""
-        identity = self._file_identity()
+        identity = _identity_of(self.config.index_dir)
         if self._identity is None:
             self._identity = identity
             return False
         if identity == self._identity:
             return False
-        self._switch_to(connect(db_path(self.config.index_dir), create=True), self._file_identity())
+        self._switch_to(connect(db_path(self.config.index_dir), create=True), _identity_of(self.config.index_dir))
         return True
 
     def _embedder_for_sync(self, embed: bool, model: str | None) -> Embedder | None:
@@ -280,14 +289,23 @@ class IndexWriter:
         live, build = cast(Path, self._rebuild_of), Path(self.config.index_dir)
         faults.point("swap")
         with writer_lock(live):
+            _refuse_foreign_rebuild(live, self.config.vault)   # a `serve` of the old vault started meanwhile?
             _move_over(self.conn, build, live)
         self._rebuild_of = None
         self.config = replace(self.config, index_dir=live)
         self.conn = connect(db_path(live))
-        self._identity = self._file_identity()
+        self._identity = _identity_of(self.config.index_dir)
         self.generation += 1
         shutil.rmtree(build, ignore_errors=True)
         self._release_rebuild()
+
+    def _catch_up(self, report: SyncReport, embed: bool, model: str | None, embed_limit: int | None) -> SyncReport:
+        """Sync the swapped-in index once more: the rebuild's scan is as old as
+        the rebuild, and what was saved since may be only in the old index."""
+        faults.point("swapped")
+        with writer_lock(self.config.index_dir):
+            later = self._sync(None, False, embed, model, None, embed_limit, None)
+        return _merged(report, later)
 
     def _discard_rebuild(self) -> None:
         """A failed or interrupted rebuild leaves nothing behind but the old index."""
@@ -297,7 +315,7 @@ class IndexWriter:
         self.config = replace(self.config, index_dir=live)
         self.conn = connect(db_path(live), create=True)
         self._rebuild_of = None
-        self._identity = self._file_identity()
+        self._identity = _identity_of(self.config.index_dir)
         self.generation += 1
         self._release_rebuild()
 
@@ -309,7 +327,7 @@ class IndexWriter:
         teaches the query segmenter the vault names a sync added to the
         dictionary, so queries keep segmenting like the documents.
         """
-        identity = self._file_identity()
+        identity = _identity_of(self.config.index_dir)
         if self._identity is None:
             self._identity = identity
         elif identity is not None and identity != self._identity:
@@ -333,13 +351,6 @@ class IndexWriter:
                 self._segmenter.learn(words)
                 self._dictionary_size = count
 
-    def _file_identity(self) -> Identity | None:
-        try:
-            st = os.stat(db_path(self.config.index_dir))
-            return st.st_dev, st.st_ino
-        except OSError:
-            return None
-
     def _switch_to(self, conn: sqlite3.Connection, identity: Identity | None) -> None:
         self.conn.close()
         self.conn = conn
@@ -348,6 +359,14 @@ class IndexWriter:
         self.generation += 1
         if not self._embedder_given:
             self._embedder = None  # a rebuild may have chosen another model
+
+
+def _identity_of(index_dir: str | os.PathLike) -> Identity | None:
+    try:
+        st = os.stat(db_path(Path(index_dir)))
+        return st.st_dev, st.st_ino
+    except OSError:
+        return None
 
 
 def _move_over(conn: sqlite3.Connection, build: Path, live: Path) -> None:
@@ -371,12 +390,117 @@ def _move_over(conn: sqlite3.Connection, build: Path, live: Path) -> None:
             _remove(live / name)
 
 
+def _merged(rebuild: SyncReport, later: SyncReport) -> SyncReport:
+    """A rebuild's report with its catch-up sync's changes: what was done to
+    reach the vault as it is when the rebuild reports done."""
+    embedding = rebuild.embedding
+    if embedding is not None and later.embedding is not None:
+        embedding = replace(later.embedding, embedded=embedding.embedded + later.embedding.embedded,
+                            cached=embedding.cached + later.embedding.cached,
+                            latent=embedding.latent + later.embedding.latent,
+                            seconds=embedding.seconds + later.embedding.seconds,
+                            matrix_written=embedding.matrix_written or later.embedding.matrix_written)
+    return replace(rebuild, scanned=later.scanned, added=rebuild.added + later.added,
+                   updated=rebuild.updated + later.updated, deleted=rebuild.deleted + later.deleted,
+                   skipped=later.skipped, touched=rebuild.touched + later.touched,
+                   chunks_written=rebuild.chunks_written + later.chunks_written,
+                   seconds=rebuild.seconds + later.seconds, embedding=embedding,
+                   warnings=rebuild.warnings + [w for w in later.warnings if w not in rebuild.warnings])
+
+
+def resident(index_dir: str | os.PathLike) -> tuple[int, str] | None:
+    """The `serve` or `watch` that keeps this index current, as (pid, command), else None.
+
+    It holds ``serve.lock`` for its life (the kernel lets go however it
+    ends), so a lock held is a live one; a server from before that lock
+    existed shows only in ``server.json``, with a live pid.
+    """
+    import fcntl
+
+    path = Path(index_dir) / RESIDENT_LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return _server_from_before_the_lock(Path(index_dir))
+    except OSError:
+        return None
+    try:
+        # Probed, never waited for: a shared lock for an instant, released at once by the close.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        holder = _json_object(os.pread(fd, 4096, 0))
+        pid = holder.get("pid")
+        return (pid if isinstance(pid, int) else 0), str(holder.get("command") or "serve")
+    except OSError:   # a file system without locks
+        return _server_from_before_the_lock(Path(index_dir))
+    finally:
+        os.close(fd)
+
+
+def _mismatch(index_dir: Path, recorded: str, vault: Path) -> VaultMismatchError:
+    """The refusal of an index built for another vault. It names --rebuild
+    only with what that replaces, and never while a `serve` or `watch` keeps
+    that index (another process: a resident finding its own index taken over
+    may be told how to take it back)."""
+    mismatch = f"the index at {index_dir} belongs to the vault {recorded}, not {vault}"
+    separate = "use another --index-dir (or unset VAULT_SEARCH_INDEX_DIR) for a separate index of this vault"
+    holder = resident(index_dir)
+    if holder is not None and holder[0] != os.getpid():
+        return VaultMismatchError(f"{mismatch}, and {_who(holder)} uses it; {separate}")
+    return VaultMismatchError(f"{mismatch}; {separate}, or `vault-search index --rebuild` to replace the index "
+                              f"of {recorded} with this vault's")
+
+
+def _who(holder: tuple[int, str]) -> str:
+    pid, command = holder
+    return f"`vault-search {command}`" + (f" (pid {pid})" if pid else "")
+
+
+def _server_from_before_the_lock(index_dir: Path) -> tuple[int, str] | None:
+    try:
+        pid = _json_object((index_dir / SERVER_FILE).read_bytes()).get("pid")
+    except OSError:
+        return None
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        pass   # another user's process: alive
+    except OSError:
+        return None
+    return pid, "serve"
+
+
+def _json_object(data: bytes) -> dict:
+    try:
+        value = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _refuse_foreign_rebuild(live: Path, vault: Path) -> None:
+    """A rebuild for another vault replaces that vault's index: never under a
+    `serve` or `watch` that keeps it (it would serve this vault's notes as its
+    own, and its watcher would stop at the mismatch)."""
+    recorded = _recorded_meta(live, "vault")
+    if not recorded or recorded == str(vault):
+        return
+    holder = resident(live)
+    if holder is not None and holder[0] != os.getpid():
+        raise VaultMismatchError(
+            f"the index at {live} is in use by {_who(holder)} for the vault {recorded}; a rebuild for {vault} "
+            "would replace that vault's index: stop it first, or use another --index-dir")
+
+
 def _claim_rebuild(live: Path):
     """``rebuild.lock`` of the live index, locked, or a one-line refusal."""
     import fcntl
 
-    live.mkdir(parents=True, exist_ok=True)
-    fh = open(live / REBUILD_LOCK, "a+")
+    live.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fh = os.fdopen(os.open(live / REBUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o600), "r+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -411,13 +535,18 @@ def _remove_index_files(folder: Path) -> None:
 
 def _recorded_model(index_dir: str | os.PathLike) -> str | None:
     """The model an existing (maybe damaged) index was built with, if it can be read."""
+    return _recorded_meta(index_dir, "embed_model")
+
+
+def _recorded_meta(index_dir: str | os.PathLike, key: str) -> str | None:
+    """A meta value of an existing (maybe damaged) index, if it can be read."""
     path = db_path(Path(index_dir))
     if not path.exists():
         return None
     try:
         conn = connect(path, readonly=True)
         try:
-            return get_meta(conn, "embed_model")
+            return get_meta(conn, key)
         finally:
             conn.close()
     except (VaultSearchError, sqlite3.DatabaseError):

@@ -4,9 +4,16 @@ leave the old index searchable and unchanged."""
 
 from __future__ import annotations
 
+import json
 import signal
+import sqlite3
+import subprocess
+import time
+from http.client import HTTPConnection
+from urllib.parse import urlencode
 
-from conftest import SAMPLE_VAULT, copy_tree, write
+import pytest
+from conftest import CLI, SAMPLE_VAULT, copy_tree, start_server, write
 from conftest import run_cli as run
 
 from reliability.test_crash import snapshot
@@ -89,3 +96,198 @@ def test_a_second_rebuild_is_refused_while_one_runs(tmp_path, ledger):
     assert hits(vault, index, "numbatlater") == ["Later.md"]
     ledger.record("concurrency", "two `index --rebuild` at once",
                   "the second is refused in one line; the first's files are untouched")
+
+
+# -- a rebuild beside a running `serve` or `watch` ------------------------------
+
+def served(port, query):
+    """Paths a running server finds for ``query`` (keyword search)."""
+    conn = HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/search?" + urlencode({"query": query, "mode": "fts"}),
+                     headers={"Host": f"127.0.0.1:{port}"})
+        return [r["path"] for r in json.loads(conn.getresponse().read())["results"]]
+    finally:
+        conn.close()
+
+
+def wait_for(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not seen within {timeout} s")
+
+
+def all_served(port, words):
+    return all(served(port, word) == [f"Inbox/during-{i}.md"] for i, word in enumerate(words))
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def notes_arrive_after_the_scan(vault, seen=None):
+    """A rebuild's progress callback: at its first step (the vault scanned,
+    nothing written yet) three new notes are saved; with ``seen``, it waits
+    until ``seen(query)`` finds each one (the running server took them into
+    the old index) before the rebuild goes on."""
+    words = [f"quokkamid{i}" for i in range(3)]
+
+    def progress(done, total):
+        if (vault / "Inbox/during-0.md").exists():
+            return
+        for i, word in enumerate(words):
+            write(vault / f"Inbox/during-{i}.md", f"# During {i}\n\n{word} saved while the rebuild ran\n")
+        if seen is not None:
+            wait_for(lambda: all(seen(w) for w in words), timeout=20)
+
+    return words, progress
+
+
+def test_notes_saved_during_a_rebuild_are_in_the_index_it_leaves(tmp_path, ledger):
+    from vault_search import Index
+
+    vault, index, _ = prepared(tmp_path)
+    words, progress = notes_arrive_after_the_scan(vault)
+    with Index.open(vault, index, rebuild=True) as idx:   # `index --rebuild`, its progress hook
+        idx.sync(progress=progress)
+    for i, word in enumerate(words):
+        assert hits(vault, index, word) == [f"Inbox/during-{i}.md"]
+    assert hits(vault, index, "numbatlater") == ["Later.md"]
+    ledger.record("concurrency", "notes saved while `index --rebuild` runs, after its scan",
+                  "in the swapped-in index when the rebuild reports done (it syncs once more after the swap)")
+
+
+def test_a_server_keeps_notes_saved_during_a_rebuild_beside_it(tmp_path, ledger, monkeypatch):
+    """The race: the rebuild scanned the vault; a note saved then reaches the
+    server's watcher, which syncs it into the old index; the rebuild swaps
+    in its index without it. The server must find it again at once, not at
+    the next full rescan (an hour away here), even when the rebuild process
+    dies right after the swap."""
+    from indexer import faults
+    from vault_search import Index
+
+    vault, index, _ = prepared(tmp_path)
+    proc, info = start_server(vault, index)   # --interval 60: no rescan within the test
+    try:
+        port = info["port"]
+        words, progress = notes_arrive_after_the_scan(vault, seen=lambda w: served(port, w))
+        with Index.open(vault, index, rebuild=True) as idx:
+            idx.sync(progress=progress)
+        wait_for(lambda: all_served(port, words), timeout=5)
+
+        # Once more, the rebuild killed (here: interrupted) between its swap and its own catch-up sync:
+        # the server's watcher notices the new file and syncs the whole vault.
+        for i in range(3):
+            (vault / f"Inbox/during-{i}.md").unlink()
+        wait_for(lambda: not any(served(port, w) for w in words), timeout=10)
+        words, progress = notes_arrive_after_the_scan(vault, seen=lambda w: served(port, w))
+        monkeypatch.setenv(faults.ENV, "swapped=interrupt")
+        faults.reset()
+        with Index.open(vault, index, rebuild=True) as idx, pytest.raises(KeyboardInterrupt):
+            idx.sync(progress=progress)
+        monkeypatch.delenv(faults.ENV)
+        assert not (index / "rebuild").exists()
+        wait_for(lambda: all_served(port, words), timeout=5)
+    finally:
+        stop(proc)
+    ledger.record("concurrency", "notes saved during `index --rebuild` beside `serve` (taken into the old index, "
+                  "then the swap)", "searchable through the server within seconds of the swap, also when the "
+                  "rebuild dies right after it", tries=2)
+
+
+def other_vault(tmp_path):
+    other = tmp_path / "other-vault"
+    write(other / "Alien.md", "# Alien\n\nxenolithalien only in the other vault\n")
+    return other
+
+
+def start_watch(vault, index):
+    proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index), "watch",
+                             "--interval", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()   # "watching ..." once serve.lock is held and the index open
+    assert line.startswith("watching"), line + proc.stderr.read()
+    return proc
+
+
+@pytest.mark.parametrize("resident", ["serve", "watch"])
+def test_a_rebuild_for_another_vault_is_refused_while_the_index_is_served(tmp_path, ledger, resident):
+    vault, index, before = prepared(tmp_path)
+    other = other_vault(tmp_path)
+    proc = start_server(vault, index)[0] if resident == "serve" else start_watch(vault, index)
+    try:
+        r = run(other, index, "index", "--rebuild", "--no-embed")
+        assert r.returncode == 1, r
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert f"in use by `vault-search {resident}` (pid {proc.pid}) for the vault {vault}" in r.stderr, r.stderr
+        assert "stop it first, or use another --index-dir" in r.stderr, r.stderr
+        assert not (index / "rebuild").exists()
+        with sqlite3.connect(index / "index.db") as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'vault'").fetchone() == (str(vault),)
+        assert proc.poll() is None   # still serving its own vault
+    finally:
+        stop(proc)
+    # Stopped, the folder may be handed over: the rebuild replaces the other vault's index.
+    r = run(other, index, "index", "--rebuild", "--no-embed")
+    assert r.returncode == 0, r.stderr
+    assert hits(other, index, "xenolithalien") == ["Alien.md"]
+    ledger.record("concurrency", f"`index --rebuild` of another vault into the index a `{resident}` uses",
+                  "refused in one line (stop it first, or another --index-dir); the served index is untouched")
+
+
+def test_a_rebuild_for_another_vault_is_not_swapped_in_under_a_server_started_meanwhile(tmp_path, ledger):
+    from indexer.errors import VaultMismatchError
+    from vault_search import Index
+
+    vault, index, _ = prepared(tmp_path)
+    other = other_vault(tmp_path)
+    servers = []
+
+    def start_serving(done, total):   # the rebuild has scanned the other vault; nothing is swapped yet
+        if not servers:
+            servers.append(start_server(vault, index))
+
+    try:
+        with Index.open(other, index, rebuild=True) as idx, pytest.raises(VaultMismatchError) as refused:
+            idx.sync(progress=start_serving, embed=False)
+        proc, info = servers[0]
+        assert str(refused.value) == (
+            f"the index at {index} is in use by `vault-search serve` (pid {proc.pid}) for the vault {vault}; "
+            f"a rebuild for {other} would replace that vault's index: stop it first, or use another --index-dir")
+        assert not (index / "rebuild").exists()
+        assert served(info["port"], "numbatlater") == ["Later.md"] and not served(info["port"], "xenolithalien")
+        assert proc.poll() is None
+    finally:
+        for proc, _ in servers:
+            stop(proc)
+    assert hits(vault, index, "数据库") and not hits(vault, index, "xenolithalien")
+    ledger.record("concurrency", "`serve` of a vault started while `index --rebuild` of another vault builds "
+                  "into its index", "the rebuild is discarded at the swap, in one line; the server keeps its index")
+
+
+def test_the_vault_mismatch_error_never_advises_replacing_a_served_index(tmp_path, ledger):
+    vault, index, _ = prepared(tmp_path)
+    other = other_vault(tmp_path)
+    r = run(other, index, "index", "--no-embed")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r
+    assert r.stderr.strip().endswith(
+        f"the index at {index} belongs to the vault {vault}, not {other}; use another --index-dir (or unset "
+        f"VAULT_SEARCH_INDEX_DIR) for a separate index of this vault, or `vault-search index --rebuild` to "
+        f"replace the index of {vault} with this vault's"), r.stderr
+    proc, _ = start_server(vault, index)
+    try:
+        r = run(other, index, "index", "--no-embed")
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r
+        assert "--rebuild" not in r.stderr, r.stderr
+        assert r.stderr.strip().endswith(
+            f"the index at {index} belongs to the vault {vault}, not {other}, and `vault-search serve` "
+            f"(pid {proc.pid}) uses it; use another --index-dir (or unset VAULT_SEARCH_INDEX_DIR) for a "
+            "separate index of this vault"), r.stderr
+    finally:
+        stop(proc)
+    ledger.record("concurrency", "the wrong vault's index named with --index-dir",
+                  "refused in one line; it advises another --index-dir, and `--rebuild` only with what it "
+                  "replaces and never while a server uses that index")
