@@ -84,6 +84,9 @@ def test_get_of_a_note_over_max_file_mb_says_where_it_is_cut(vault, cli, ledger)
     assert data["text"].split("\n") == lines[:last]                   # whole lines, none cut in half
     assert data["warnings"] == [f"cut at line {last} of 40000: Inbox/export.md is over the 1 MB that one get "
                                 f"returns (max_file_mb in .vault-search.toml); read on from line {last + 1}"]
+    plain = cli("get", "Inbox/export.md")   # the text form says so on stderr, the text stays clean on stdout
+    assert plain.code == 0 and plain.err.strip() == f"warning: {data['warnings'][0]}"
+    assert plain.out.split("\n")[:last] == lines[:last]
     on = cli("get", f"Inbox/export.md:{last + 1}", "--json").json()   # reading on, as the warning says
     assert on["start_line"] == last + 1 and on["text"].split("\n")[0] == lines[last]
     tail = cli("get", "Inbox/export.md:39999-40005", "--json").json()

@@ -433,6 +433,9 @@ def get(ctx, location, as_json, line_numbers):
         from .querylog import followed
 
         followed(config.index_dir, [note.path])
+    if not as_json:   # JSON carries them; a person or a pipe's reader is told on stderr
+        for warning in note.warnings:
+            click.echo(f"warning: {warning}", err=True)
     if line_numbers and not as_json:   # JSON carries start_line: the text stays the note's
         width = len(str(note.end_line))
         note = dataclasses.replace(note, text="\n".join(
