@@ -6,6 +6,7 @@ side view, input methods, dark mode, and no request leaving 127.0.0.1."""
 import json
 import os
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -101,6 +102,26 @@ def requests_made(driver) -> list[str]:
 
 def searches(urls):
     return [u for u in urls if "/search?" in u]
+
+
+_REQUEST_URLS: dict[str, str] = {}   # DevTools' request id -> URL, over calls of ``network``
+
+
+def network(driver) -> tuple[list[dict], dict[str, int]]:
+    """The requests (url, headers) the pages made since the last call, and the
+    status each URL was answered with (DevTools' network log; the raw status,
+    also of an answer the browser then withheld from the page)."""
+    sent, urls, answered = [], _REQUEST_URLS, {}
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        params = message.get("params", {})
+        if message.get("method") == "Network.requestWillBeSent":
+            sent.append(params["request"])
+            urls[params["requestId"]] = params["request"]["url"]
+            SEEN.append(params["request"]["url"])
+        elif message.get("method") == "Network.responseReceivedExtraInfo" and params["requestId"] in urls:
+            answered[urls[params["requestId"]]] = params["statusCode"]
+    return sent, answered
 
 
 def test_the_page_searches_as_you_type_with_the_state_in_the_url(site, browser):
@@ -277,6 +298,71 @@ def test_several_vaults_pick_one_and_preview_from_it(tmp_path, browser):
             service.close()
 
 
+def test_another_sites_page_cannot_write_the_query_log_and_this_page_still_follows(tmp_path, browser, ledger):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from vault_search import querylog
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import SearchService
+
+    vault = copy_tree(SAMPLE_VAULT, tmp_path / "vault")
+    (vault / ".vault-search.toml").write_text("log_queries = true\n", encoding="utf-8")
+    service = SearchService(vault, tmp_path / "index", watch=False, warm=False, embedder=HashEmbedder(64))
+    httpd = VaultHTTPServer(service, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{httpd.server_port}"
+    # Another site's page (here: another port of this machine) that knows the port.
+    elsewhere = (f'<!doctype html><title>elsewhere</title><img src="{base}/search?q=img+elsewhere">'
+                 f'<script>fetch("{base}/search", {{method: "POST", mode: "no-cors", '
+                 f'body: JSON.stringify({{query: "post elsewhere"}})}}).catch(() => 0)</script>').encode()
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(elsewhere)))
+            self.end_headers()
+            self.wfile.write(elsewhere)
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        network(browser)
+        browser.get(f"http://127.0.0.1:{other.server_port}/")
+        answered: dict[str, int] = {}
+        attacks = (f"{base}/search?q=img+elsewhere", f"{base}/search")
+        wait(browser, lambda d: answered.update(network(d)[1]) or all(u in answered for u in attacks))
+        assert [answered[u] for u in attacks] == [403, 403], answered   # refused, both
+
+        # A search a client logged (with the header), then this page's preview of its hit.
+        req = urllib.request.Request(f"{base}/search?q=deep+work", headers={"X-Vault-Search-Client": "curl"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            top = json.loads(resp.read())["results"][0]["path"]
+        browser.get(f"{base}/?q=deep%20work")
+        wait(browser, lambda d: paths(d) and paths(d)[0] == top)
+        browser.find_elements(By.CSS_SELECTOR, "#results .result")[0].click()
+        wait(browser, lambda d: d.find_element(By.ID, "preview").get_attribute("data-path") == top)
+        sent, _ = network(browser)
+        api = [r for r in sent if r["url"].startswith(base + "/") and r["url"].split("?")[0].rsplit("/", 1)[1]
+               in ("search", "get", "status", "tags")]
+        assert {r["url"].split("?")[0].rsplit("/", 1)[1] for r in api} >= {"search", "get", "status"}
+        assert all(r["headers"].get("X-Vault-Search-Client") == "page" for r in api), api
+        entries = querylog.read(tmp_path / "index", True, 100).entries
+        assert [e.query for e in entries] == ["deep work"] and entries[0].followed   # the page's own: log=0
+    finally:
+        other.shutdown()
+        other.server_close()
+        httpd.shutdown()
+        httpd.server_close()
+        service.close()
+    ledger.record("security", "another site's page in a real browser: <img> GET and no-cors text/plain POST",
+                  "both 403 (Sec-Fetch-Site, Origin of another port); the query log untouched; the page's own "
+                  "requests carry X-Vault-Search-Client")
+
+
 def test_no_page_of_this_module_asked_outside_127_0_0_1(browser):
     requests_made(browser)
     assert SEEN and all(u.startswith("http://127.0.0.1:") or u.startswith("data:") for u in SEEN), SEEN[:5]
+

@@ -127,12 +127,14 @@ class Index:
         return graph.tag_counts(self.conn, limit)
 
     def multi_get(self, patterns: list[str], max_bytes: int | None = None,
-                  max_lines: int | None = None) -> NoteTexts:
-        """Several notes at once, by glob, folder, path or name, within a size cap (``browse.multi_get``)."""
+                  max_lines: int | None = None, follow: bool = True) -> NoteTexts:
+        """Several notes at once, by glob, folder, path or name, within a size cap (``browse.multi_get``);
+        ``follow``: mark the searches that listed them followed in the query log."""
         from . import browse
 
         texts = browse.multi_get(self.conn, self.config, patterns, max_bytes or browse.DEFAULT_MAX_BYTES, max_lines)
-        self._followed([n.path for n in texts.notes])
+        if follow:
+            self._followed([n.path for n in texts.notes])
         return texts
 
     def ls(self, folder: str | None = None) -> FolderListing:
@@ -252,15 +254,16 @@ class Index:
     def obsidian_uri(self, path: str) -> str:
         return search.obsidian_uri(self.config.vault_name, path)
 
-    def get(self, path: str, start: int | None = None, end: int | None = None) -> NoteText:
+    def get(self, path: str, start: int | None = None, end: int | None = None, follow: bool = True) -> NoteText:
         """Lines ``start``..``end`` (1-based, inclusive) of a note inside the
         vault (``files.read_note``). ``path`` may be a note's name or alias,
         and may carry the range as ``PATH:START-END`` when start and end are
-        not given."""
+        not given. ``follow``: mark the searches that listed it followed."""
         if start is None and end is None:
             path, start, end = files.parse_location(self.config, path)
         note = files.read_note(self.config, path, start, end, self.conn)
-        self._followed([note.path])
+        if follow:
+            self._followed([note.path])
         return note
 
     def resolve_path(self, path: str) -> str:

@@ -90,6 +90,11 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
             return fn(state["service"])
         except VaultSearchError as exc:
             raise ToolError(agent_words(str(exc), names)) from None
+        except (ValueError, TypeError) as exc:
+            # A value the library could not take (HTTP's 400): the agent's
+            # mistake, told in one line, never a traceback in the server's log.
+            log.debug("tool call refused: %s", exc)
+            raise ToolError(agent_words(str(exc), names)) from None
 
     _search_tool(mcp, call)
     _reading_tools(mcp, call)
@@ -107,7 +112,12 @@ def _search_tool(mcp: Any, call: Callable) -> None:
                 from .rerank import RerankSettings
 
                 settings = RerankSettings.load(hint=" where the MCP server runs (a tool call cannot name an endpoint)")
-            return s.search(query, options, vault, rerank_settings=settings).to_dict()
+            response = s.search(query, options, vault, rerank_settings=settings)
+            if options.full:
+                from .server import cap_full_texts
+
+                cap_full_texts(response)
+            return response.to_dict()
         return call(run)
 
     # The tool's parameters are the options' (``SearchOptions.tool_parameters``).
@@ -170,6 +180,8 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
             vault: VaultParam = None) -> dict[str, Any]:
         """Read a note of the vault, or lines start..end of it (1-based, inclusive). Only notes inside
         the vault can be read; a name several notes share is refused with the candidates' paths."""
+        if "\x00" in path:   # no file name holds one; the OS refuses it before any vault check could
+            raise ToolError("path contains a NUL byte")
         return call(lambda s: s.get(path, start, end, vault).to_dict())
 
     @tool

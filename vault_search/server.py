@@ -12,15 +12,21 @@ Endpoints (GET with query parameters, or POST with a JSON body):
     /tags                           every tag with its note count
     /status                         `vault-search status --json` plus server state
 
-Requests whose Host or Origin is not this machine get 403 (a web page in a
+Requests whose Host or Origin is not this server get 403 (a web page in a
 browser cannot reach the index through DNS rebinding or a cross-site
-request). Other methods get a JSON 405 (HEAD answers like GET, without the
-body). A client has REQUEST_DEADLINE_S to send a whole request and
-RESPONSE_DEADLINE_S to take the answer; at MAX_CONNECTIONS the connection that
-has waited longest for its request is dropped to make room. One `serve` or
-`watch` per index: ``serve.lock`` is held for the life of the process. The
-server writes ``server.json`` (pid, host, port) in the index folder so
-`vault-search search` can find it.
+request), and so does a request for the JSON API or ``/mcp`` that a browser
+marks as another site's (``Sec-Fetch-Site: cross-site`` or ``same-site``: an
+``<img>`` on any page that knows the port). Only a request another site's
+page could not have sent goes into the query log (``PROOF_HEADER``, or a
+POST, which must be ``application/json``: 415 otherwise); any other search is
+answered, not logged. Other methods get a JSON 405 (HEAD answers like GET,
+without the body). ``full=1``'s whole notes stop at MAX_FULL_TEXT_BYTES per
+answer. A client has REQUEST_DEADLINE_S to send a whole request and
+RESPONSE_DEADLINE_S to take the answer; at MAX_CONNECTIONS the connection
+that has waited longest for its request is dropped to make room. One
+`serve` or `watch` per index: ``serve.lock`` is held for the life of the
+process. The server writes ``server.json`` (pid, host, port) in the index
+folder so `vault-search search` can find it.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueE
 
 from .files import AmbiguousNameError
 from .options import SearchOptions, agent_words, read_flag, read_int, read_list, read_text, read_whole
+from .results import SearchResponse
 from .service import SearchService
 from .vaults import VaultSet, WrongVaultError
 
@@ -68,6 +75,13 @@ ALLOWED_METHODS = "GET, HEAD, POST"
 MAX_CONNECTIONS = 32
 REQUEST_DEADLINE_S = 5.0    # to send a whole request (line, headers, body), keep-alive idle time included
 RESPONSE_DEADLINE_S = 10.0  # to take the whole answer
+# full=1's whole notes, all results together: far more than any agent's
+# context holds, yet one request asking for 1000 large notes built and sent a
+# 95 MB answer (seconds of the server's time, and the client's memory).
+MAX_FULL_TEXT_BYTES = 4 << 20
+# What a browser says of where a request comes from (Fetch Metadata): these
+# two are another site's page (another port of this machine is "same-site").
+FOREIGN_SITES = ("cross-site", "same-site")
 
 
 def is_loopback(host: str) -> bool:
@@ -89,6 +103,56 @@ def split_host(value: str) -> tuple[str, str | None]:
         host, port = value.split(":")
         return host, port
     return value, None
+
+
+def host_refusal(headers, server: "VaultHTTPServer", local_address: str) -> str | None:
+    """Why a request's Host or Origin is not this server's, else None."""
+    # The address the request arrived on is this machine's, whatever the
+    # bind address (0.0.0.0 answers on every interface).
+    allowed = server.allowed_hosts | {local_address.lower()}
+    host_header = headers.get("Host")
+    if not host_header:
+        return "missing Host header"
+    host, port = split_host(host_header)
+    if host not in allowed or (port is not None and port != str(server.server_port)):
+        return f"Host {host_header!r} is not this server"
+    origin = headers.get("Origin")
+    if origin is not None and normal_origin(origin) not in server.allowed_origins:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.hostname not in allowed:
+            return f"Origin {origin!r} is not local"
+        # Another port of this machine is another site's page (a dev
+        # server, another tool's UI): the port must be this server's, or
+        # the one the Host header names (behind a proxy).
+        try:
+            origin_port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return f"Origin {origin!r} is not local"
+        ports = {str(server.server_port), port or ("443" if parts.scheme == "https" else "80")}
+        if str(origin_port) not in ports:
+            return f"Origin {origin!r} is another port's page, not this server's"
+    return None
+
+
+def json_object(body: bytes) -> dict | str:
+    """A POST body as the object it must be, or why it is not one."""
+    try:
+        value = json.loads(body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return "body is not JSON"
+    except RecursionError:
+        return "body is nested too deeply"
+    return value if isinstance(value, dict) else "body must be a JSON object"
+
+
+def foreign_page(headers, allowed_origins) -> str | None:
+    """Why a request for the API is refused as another site's page's, else None
+    (the page itself may be opened from a link anywhere)."""
+    site = (headers.get("Sec-Fetch-Site") or "").strip().lower()
+    origin = headers.get("Origin")
+    if site in FOREIGN_SITES and (origin is None or normal_origin(origin) not in allowed_origins):
+        return f"a request from another site's page (Sec-Fetch-Site: {site})"
+    return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -144,21 +208,21 @@ class _Handler(BaseHTTPRequestHandler):
     # -- security ---------------------------------------------------------
     def _allowed(self) -> str | None:
         """None when the request may proceed, else why not."""
-        # The address the request arrived on is this machine's, whatever the
-        # bind address (0.0.0.0 answers on every interface).
-        allowed = self.server.allowed_hosts | {self.connection.getsockname()[0].lower()}
-        host_header = self.headers.get("Host")
-        if not host_header:
-            return "missing Host header"
-        host, port = split_host(host_header)
-        if host not in allowed or (port is not None and port != str(self.server.server_port)):
-            return f"Host {host_header!r} is not this server"
-        origin = self.headers.get("Origin")
-        if origin is not None and normal_origin(origin) not in self.server.allowed_origins:
-            parts = urlsplit(origin)
-            if parts.scheme not in ("http", "https") or not parts.hostname or parts.hostname not in allowed:
-                return f"Origin {origin!r} is not local"
-        return None
+        return host_refusal(self.headers, self.server, self.connection.getsockname()[0])
+
+    def _foreign(self) -> str | None:
+        return foreign_page(self.headers, self.server.allowed_origins)
+
+    def _proven(self) -> bool:
+        """Whether the request could not have come from another site's page:
+        only such a search goes into the query log (log_queries). A page
+        elsewhere can send a GET (an ``<img>``) or a form's POST, but not a
+        custom header or a JSON body without a CORS preflight, which this
+        server answers only for ``--allow-origin``."""
+        return self.headers.get(PROOF_HEADER) is not None or (self.command == "POST" and self._json_body())
+
+    def _json_body(self) -> bool:
+        return self.headers.get_content_type() == "application/json"
 
     # -- dispatch ---------------------------------------------------------
     def _handle(self) -> None:
@@ -181,28 +245,30 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path in PAGES and self.command in ("GET", "HEAD"):
             self.server.count_request()
             return self._page(url.path)
+        refusal = self._foreign()
+        if refusal:
+            return self._send(403, {"error": f"forbidden: {refusal}"}, close=True)
         if url.path.rstrip("/") == MCP_PATH:
             self.server.count_request()
             if self.command != "POST":   # no event streams: a stateless server answers each POST whole
                 return self._send(405, {"error": f"{MCP_PATH} takes POST (MCP's streamable HTTP transport, "
                                                  "JSON answers)"}, headers={"Allow": "POST"})
+            if not self._json_body():
+                return self._send(415, {"error": UNSUPPORTED_BODY})
             return self._mcp(url, body_bytes)
         params: dict = {k: v if len(v) > 1 or k in LIST_PARAMS else v[0] for k, v in parse_qs(url.query).items()}
-        if self.command == "POST":
-            try:
-                body = json.loads(body_bytes or b"{}")
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                return self._send(400, {"error": "body is not JSON"})
-            except RecursionError:
-                return self._send(400, {"error": "body is nested too deeply"})
-            if not isinstance(body, dict):
-                return self._send(400, {"error": "body must be a JSON object"})
-            params.update(body)
         endpoint = url.path.rstrip("/") or "/"
         if endpoint != "/health":   # the thin client's liveness probe is not a request served
             self.server.count_request()
         if endpoint not in ENDPOINTS:
             return self._send(404, {"error": f"no endpoint {url.path}; use {', '.join(ENDPOINTS)}"})
+        if self.command == "POST":
+            if not self._json_body():   # a form's or a text/plain body: what another site's page can send
+                return self._send(415, {"error": UNSUPPORTED_BODY})
+            body = json_object(body_bytes)
+            if isinstance(body, str):
+                return self._send(400, {"error": body})
+            params.update(body)
         route = getattr(self, "_" + endpoint[1:].replace("-", "_"))
         unknown = sorted(set(params) - set(ENDPOINTS[endpoint]))
         if unknown:
@@ -246,7 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
         send_page(self, path)
 
     def _send(self, status: int, data: dict | None, close: bool = False, headers: dict | None = None) -> None:
-        body = b"" if data is None else json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        body = b"" if data is None else json_bytes(data)
         if close or status >= 400:
             self.close_connection = True
         self.server.connections.writing(self.connection)
@@ -303,6 +369,8 @@ class _Handler(BaseHTTPRequestHandler):
         if options.rerank:
             from .rerank import RerankSettings
 
+            if not self._proven():   # the judge is paid for, and reads the notes' text: never another site's call
+                raise UsageValueError(f"rerank needs the {PROOF_HEADER} header (or a JSON POST)")
             # The endpoint and key come from the server's own configuration
             # only: a request never chooses where note text (or the key) goes.
             settings = RerankSettings.load(hint=" where the server runs (a request cannot name an endpoint)")
@@ -311,8 +379,11 @@ class _Handler(BaseHTTPRequestHandler):
         if render is not None and render not in RENDERED_FORMATS:
             raise UsageValueError(f"render must be one of {', '.join(RENDERED_FORMATS)}")
         color = read_flag(params, "color")
+        wanted = read_flag(params, "log") if "log" in params else True
         response = self.vaults.search(query, options, read_text(params, "vault"), rerank_settings=settings,
-                                      log=read_flag(params, "log") if "log" in params else True)
+                                      log=wanted and self._proven())
+        if options.full:
+            cap_full_texts(response)
         if render is None:
             return response.to_dict()
         from .render import cli_output
@@ -333,13 +404,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not path:
             raise UsageValueError("get needs a path")
         start, end = read_int(params, "start", None), read_int(params, "end", None)   # or PATH:START-END
-        return self.vaults.get(path, start, end, read_text(params, "vault")).to_dict()
+        # Only a request no other site's page could send marks a logged search followed (as only such is logged).
+        return self.vaults.get(path, start, end, read_text(params, "vault"), follow=self._proven()).to_dict()
 
     def _multi_get(self, params) -> dict:
         patterns = read_list(params, "paths", "path", "pattern")
         return self.vaults.multi_get(patterns, read_whole(params, "max_bytes", None, (1, 10**8)),
                                      read_whole(params, "max_lines", None, (1, 10**8)),
-                                     read_text(params, "vault")).to_dict()
+                                     read_text(params, "vault"), follow=self._proven()).to_dict()
 
     def _similar(self, params) -> dict:
         return self.vaults.similar(read_text(params, "note", "path"), read_text(params, "text"),
@@ -416,7 +488,55 @@ def answer_mcp(handler: _Handler, url, body: bytes) -> None:
 
 
 # What a page of an allowed origin may send (MCP's streamable HTTP clients send the last two).
-CORS_HEADERS = "Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version"
+CORS_HEADERS = "Content-Type, Accept, X-Vault-Search-Client, Mcp-Session-Id, Mcp-Protocol-Version"
+UNSUPPORTED_BODY = "a POST body must be JSON, sent as Content-Type: application/json"
+
+
+def json_bytes(data) -> bytes:
+    """``data`` as JSON in valid UTF-8. A lone surrogate (a request's
+    ``\\ud800`` echoed in an error, a file name that is not UTF-8) has no UTF-8
+    form: then every non-ASCII character is escaped, and a client's JSON
+    reader gets the very same string back."""
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data).encode("ascii")
+
+
+def cap_full_texts(response: SearchResponse, limit: int = MAX_FULL_TEXT_BYTES) -> None:
+    """full=1: the results' whole notes, in rank order, until ``limit`` bytes
+    (UTF-8) in all; the note that crosses it is cut after its last whole line
+    that fits, the later ones carry no text, and a warning says which."""
+    used, cut, dropped = 0, None, []
+    for r in response.results:
+        if r.text is None:
+            continue
+        if cut is not None or used >= limit:
+            r.text = None
+            dropped.append(r.path)
+            continue
+        size = len(r.text.encode("utf-8", "surrogatepass"))
+        if used + size <= limit:
+            used += size
+            continue
+        room, kept = limit - used, []
+        for line in r.text.split("\n"):
+            room -= len(line.encode("utf-8", "surrogatepass")) + 1
+            if room < 0:
+                break
+            kept.append(line)
+        r.text = "\n".join(kept)
+        cut = (r.path, len(kept))
+        used = limit
+    if cut is None and not dropped:
+        return
+    said = f"{cut[0]} is cut after line {cut[1]}" if cut else ""
+    if dropped:
+        named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+        said += ("; " if said else "") + f"no text for {named}"
+    response.warnings.append(f"full: whole texts stop at {limit / (1 << 20):g} MB per answer: {said} "
+                             "(read them with get)")
 
 
 def normal_origin(origin: str) -> str:
@@ -456,8 +576,11 @@ def page_file(name: str) -> bytes:
     return _PAGE_CACHE[name]
 
 
-# Sent by vault-search's own CLI (client.request, fast.py): errors keep the CLI's flag names.
-CLIENT_HEADER = "X-Vault-Search-Client"
+# Sent by vault-search's own CLI (client.request, fast.py) and the search page
+# (web/app.js); "cli": errors keep the CLI's flag names. With any value it is
+# the proof that a request is no other site's page's (``_Handler._proven``):
+# a page elsewhere cannot set it without a CORS preflight.
+CLIENT_HEADER = PROOF_HEADER = "X-Vault-Search-Client"
 # MCP's streamable HTTP transport (mcp_server.http_app): JSON-RPC in the body, not these parameters.
 MCP_PATH = "/mcp"
 LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")

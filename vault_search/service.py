@@ -140,16 +140,16 @@ class SearchService:
         finally:
             self._lock.acquire()
 
-    def get(self, path: str, start: int | None = None, end: int | None = None) -> NoteText:
+    def get(self, path: str, start: int | None = None, end: int | None = None, follow: bool = True) -> NoteText:
         with self._lock:
             self.reader.refresh()   # a name is looked up in the index
-            return self.reader.get(path, start, end)
+            return self.reader.get(path, start, end, follow)
 
     def multi_get(self, patterns: list[str], max_bytes: int | None = None,
-                  max_lines: int | None = None) -> NoteTexts:
+                  max_lines: int | None = None, follow: bool = True) -> NoteTexts:
         with self._lock:
             self.reader.refresh()
-            return self.reader.multi_get(patterns, max_bytes, max_lines)
+            return self.reader.multi_get(patterns, max_bytes, max_lines, follow)
 
     def ls(self, folder: str | None = None) -> FolderListing:
         with self._lock:

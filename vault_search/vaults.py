@@ -88,12 +88,13 @@ class VaultSet:
             within_budget(merged, self.services[0], options.budget_tokens)
         return merged
 
-    def get(self, path: str, start: int | None = None, end: int | None = None, vault: str | None = None) -> NoteText:
-        return self.pick(vault).get(path, start, end)
+    def get(self, path: str, start: int | None = None, end: int | None = None, vault: str | None = None,
+            follow: bool = True) -> NoteText:
+        return self.pick(vault).get(path, start, end, follow)
 
     def multi_get(self, patterns: list[str], max_bytes: int | None = None, max_lines: int | None = None,
-                  vault: str | None = None) -> NoteTexts:
-        return self.pick(vault).multi_get(patterns, max_bytes, max_lines)
+                  vault: str | None = None, follow: bool = True) -> NoteTexts:
+        return self.pick(vault).multi_get(patterns, max_bytes, max_lines, follow)
 
     def ls(self, folder: str | None = None, vault: str | None = None) -> FolderListing:
         return self.pick(vault).ls(folder)

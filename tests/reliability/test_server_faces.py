@@ -20,8 +20,9 @@ LIMIT_ERROR = "limit must be between 1 and 1000"
 
 def http(port, path, *, method="GET", body=None, headers=None, address="127.0.0.1"):
     conn = HTTPConnection(address, port, timeout=30)
+    json_body = {"Content-Type": "application/json"} if method == "POST" else {}   # a POST must say JSON
     try:
-        conn.request(method, path, body=body, headers={"Host": f"127.0.0.1:{port}", **(headers or {})})
+        conn.request(method, path, body=body, headers={"Host": f"127.0.0.1:{port}", **json_body, **(headers or {})})
         r = conn.getresponse()
         raw = r.read()
         return r.status, (json.loads(raw) if raw else None), r
@@ -140,3 +141,49 @@ def test_serve_loopback_prints_no_exposure_warning(vault, index_dir, cli):
     proc.terminate()
     _, err = proc.communicate(timeout=30)
     assert "beyond this machine" not in err
+
+
+def test_a_nul_byte_in_an_mcp_path_is_a_one_line_tool_error(vault, index_dir, cli, tmp_path, ledger):
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    assert cli("index", "--no-embed").code == 0
+    calls = [("get", {"path": "Home\x00.md"}), ("get", {"path": "\x00"}), ("get", {"path": "Notes/\x00/x.md:1-2"}),
+             ("multi_get", {"paths": ["Home\x00.md"]}), ("links", {"path": "Home\x00"}),
+             ("similar", {"note": "Home\x00"}), ("ls", {"folder": "Notes\x00"})]
+
+    async def ask(client):
+        for tool, args in calls:
+            r = await client.call_tool(tool, args)
+            text = r.content[0].text
+            assert r.is_error and "\n" not in text and text.startswith(f"Error executing tool {tool}: "), (tool, text)
+            if tool == "get":
+                assert text.endswith("path contains a NUL byte"), text
+        assert not (await client.call_tool("get", {"path": "Home.md"})).is_error   # still serving
+
+    errlog = tmp_path / "mcp-stderr.txt"
+    with errlog.open("w") as err:
+        params = StdioServerParameters(command=str(CLI), args=["--vault", str(vault), "--index-dir", str(index_dir),
+                                                                "mcp"])
+
+        async def over_stdio():
+            async with Client(stdio_client(params, errlog=err), read_timeout_seconds=60) as client:
+                await ask(client)
+
+        asyncio.run(over_stdio())
+    assert "Traceback" not in errlog.read_text() and "unexpected" not in errlog.read_text(), errlog.read_text()
+
+    proc, info = start_server(vault, index_dir, "--no-watch")
+    try:
+        async def over_http():
+            async with Client(f"http://127.0.0.1:{info['port']}/mcp") as client:
+                await ask(client)
+
+        asyncio.run(over_http())
+    finally:
+        proc.terminate()
+        _, served_err = proc.communicate(timeout=30)
+    assert "Traceback" not in served_err and "unexpected" not in served_err, served_err[-2000:]
+    ledger.record("hostile input", "a NUL byte in an MCP tool's path (stdio and HTTP)",
+                  "a one-line tool error (get: 'path contains a NUL byte'); no traceback in the server's log",
+                  tries=len(calls) * 2)

@@ -131,7 +131,8 @@ def rerank_config(tmp_path: Path, budget: float, timeout: float, top_n: int = 10
 def http(port, path, *, method="GET", body=None, headers=None, timeout=60):
     conn = HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn.request(method, path, body=body, headers={"Host": f"127.0.0.1:{port}", **(headers or {})})
+        json_type = {"Content-Type": "application/json"} if method == "POST" else {}
+        conn.request(method, path, body=body, headers={"Host": f"127.0.0.1:{port}", **json_type, **(headers or {})})
         r = conn.getresponse()
         return r.status, json.loads(r.read() or b"null")
     finally:

@@ -1,5 +1,6 @@
 // vault-search's search page: served by `vault-search serve` at /, reads the
-// JSON API of the same server (GET only), nothing from anywhere else.
+// JSON API of the same server (GET only, with the X-Vault-Search-Client
+// header), nothing from anywhere else.
 "use strict";
 
 (function () {
@@ -53,7 +54,11 @@
   }
 
   async function getJson(path, p, signal) {
-    const resp = await fetch(`${path}?${p}`, { signal, headers: { Accept: "application/json" } });
+    // The header says the request is this page's: another site's page cannot
+    // send it (a preflight this server refuses), and the server lets only
+    // such requests write the query log.
+    const headers = { Accept: "application/json", "X-Vault-Search-Client": "page" };
+    const resp = await fetch(`${path}?${p}`, { signal, headers });
     const data = await resp.json();
     if (!resp.ok) throw new Error(data.error || `HTTP ${resp.status}`);
     return data;

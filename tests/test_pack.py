@@ -1,0 +1,100 @@
+"""A context pack (``search --budget-tokens``) over a note of several MB: the
+note is read once per pack however many of its hits there are, a section far
+larger than the budget is refused without being counted whole, and what is
+packed is still the file's own lines. Real files and a real index; the token
+counter comes in through the real ``Embedder`` interface."""
+
+import dataclasses
+
+import pytest
+
+from indexer.chunk import estimate_tokens
+from indexer.embed import HashEmbedder, TokenCounter
+from tests.conftest import write
+from vault_search import Index, pack
+from vault_search.options import SearchOptions
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder with a token counter that notes how much text it was asked to count."""
+
+    def __init__(self, dim: int = 32):
+        super().__init__(dim)
+        self.counted: list[int] = []
+
+    def token_counter(self) -> TokenCounter:
+        def count(text: str) -> int:
+            self.counted.append(len(text))
+            return estimate_tokens(text)
+        return TokenCounter("counted-estimate", count)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """(vault, index folder): big.md, 40 sections of ~100 KB, each with one
+    walrus, then one 3 MB section (about 7 MB in all), and a small note."""
+    root = tmp_path_factory.mktemp("pack")
+    parts = ["# Big\n\n"]
+    for k in range(40):
+        parts.append(f"## Part {k}\n\nA walrus sighting, number {k}, on the shore.\n\n")
+        parts.extend(f"Filler line {k}.{n} about nothing in particular.\n" for n in range(2_500))
+        parts.append("\n")
+    parts.append("## Everything\n\nThe last walrus of the year.\n\n")
+    parts.extend(f"Endless filler {n} that goes on and on, one line after another.\n\n" for n in range(45_000))
+    vault = root / "vault"
+    write(vault / "big.md", "".join(parts))
+    write(vault / "small.md", "# Small\n\nOne walrus here, in a small note.\n")
+    with Index.open(vault, root / "index", create=True, embedder=CountingEmbedder()) as idx:
+        idx.sync(embed=False)
+    return vault, root / "index"
+
+
+def test_a_pack_reads_each_note_once_and_never_counts_a_huge_section_whole(big, monkeypatch, ledger):
+    vault, index_dir = big
+    assert (vault / "big.md").stat().st_size > 6_000_000
+    embedder = CountingEmbedder()
+    with Index.open(vault, index_dir, embedder=embedder) as idx:
+        found = idx.search("walrus", SearchOptions(mode="fts", limit=10), log=False).results
+        assert {r.path for r in found} == {"big.md", "small.md"}
+        big = next(r for r in found if r.path == "big.md")
+        # Every chunk of big.md that holds a walrus, as a hit of its own.
+        spans = idx.conn.execute("SELECT c.start_line, c.end_line FROM chunks c JOIN notes n ON n.id = c.note_id "
+                                 "WHERE n.path = 'big.md' AND c.text LIKE '%walrus%' ORDER BY c.start_line").fetchall()
+        assert len(spans) == 41
+        hits = [dataclasses.replace(big, start_line=s, end_line=e) for s, e in reversed(spans)]
+        hits.insert(3, next(r for r in found if r.path == "small.md"))
+
+        reads: dict[str, int] = {}
+        real = pack.note_bytes
+
+        def counted(index, path):
+            reads[path] = reads.get(path, 0) + 1
+            return real(index, path)
+
+        monkeypatch.setattr(pack, "note_bytes", counted)
+        embedder.counted.clear()
+        packed = pack.pack(idx, hits, 600)
+
+    assert reads == {"big.md": 1, "small.md": 1}   # once per pack, not once per hit
+    lines = {p: (vault / p).read_text().split("\n") for p in ("big.md", "small.md")}
+    assert packed.results and packed.tokens <= 600 and not packed.changed
+    assert packed.tokens == sum(estimate_tokens(r.text) for r in packed.results)
+    for r in packed.results:
+        assert r.text == "\n".join(lines[r.path][r.start_line - 1:r.end_line])   # the file's own lines
+    taken = [(r.path, r.start_line, r.end_line) for r in packed.results]
+    assert not any(a[0] == b[0] and a[1] <= b[2] and b[1] <= a[2] for i, a in enumerate(taken) for b in taken[i + 1:])
+    # The 3 MB section's hit came first: it got its own chunk, and the section was never counted whole.
+    last = packed.results[0]
+    assert last.path == "big.md" and "The last walrus" in last.text and last.end_line - last.start_line < 100
+    assert max(embedder.counted) < 100_000
+    assert any(r.path == "small.md" for r in packed.results) and packed.left_out > 0
+
+    # Through the search, as an agent asks for it: the file's own lines, within the budget.
+    with Index.open(vault, index_dir, embedder=CountingEmbedder()) as idx:
+        response = idx.search("walrus", SearchOptions(mode="fts", budget_tokens=400), log=False)
+    assert response.token_budget == 400 and 0 < response.tokens <= 400 and len(response.results) == 2
+    for r in response.results:
+        assert r.text == "\n".join(lines[r.path][r.start_line - 1:r.end_line])
+    ledger.record("hostile input", "a context pack over a 7 MB note with 41 hits and a 3 MB section",
+                  "the note read once per pack; a section far over the budget refused on its first lines")
+
