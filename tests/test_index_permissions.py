@@ -67,9 +67,20 @@ def test_a_new_index_is_private_to_its_owner(vault, index_dir, ledger):
     # a rebuild builds in a private folder too, and swaps in private files
     r = _run(vault, index_dir, "index", "--rebuild", "--no-embed")
     assert r.returncode == 0, r.stderr
-    modes = _modes(index_dir)
-    modes.pop("rebuild.lock")   # indexer.writer creates it itself (a pid, inside the 0700 folder)
-    assert modes == {".": "0700", "index.db": "0600", "write.lock": "0600"}
+    assert _modes(index_dir) == {".": "0700", "index.db": "0600", "write.lock": "0600", "rebuild.lock": "0600"}
+    # and so do serve's files (its lock, server.json)
+    from conftest import start_server
+    old = os.umask(UMASK)
+    try:
+        proc, _ = start_server(vault, index_dir, "--no-watch")
+    finally:
+        os.umask(old)
+    try:
+        modes = _modes(index_dir)
+        assert modes["serve.lock"] == modes["server.json"] == "0600" and modes["."] == "0700", modes
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
     ledger.record("security", "index folder and files readable by every local user (umask 022)",
                   "folder created 0700, index.db, -wal, -shm, locks and matrix files 0600")
 

@@ -841,11 +841,13 @@ def open_page(ctx, query, no_browser, port):
     config = _config(ctx)
     server = find_server(config.index_dir, config.vault)
     if server is None:
-        config.index_dir.mkdir(parents=True, exist_ok=True)
+        from indexer.store import private_dir, private_opener
+
+        private_dir(config.index_dir)
         log_path = config.index_dir / "serve.log"
         click.echo(f"starting vault-search serve for {config.vault} (log: {log_path})", err=True)
         offset = log_path.stat().st_size if log_path.exists() else 0
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab", opener=private_opener) as log:
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from vault_search.cli import main; main()", "--vault", str(config.vault),
                  "--index-dir", str(config.index_dir), "serve", "--port", str(port)],

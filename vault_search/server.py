@@ -869,8 +869,10 @@ def claim_index(index_dir: Path, vault: Path, command: str) -> ResidentLock:
     naming the process that is (and where it answers)."""
     index_dir = Path(index_dir)
     try:
-        index_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        from indexer.store import PRIVATE_FILE_MODE, private_dir
+
+        private_dir(index_dir)
+        fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
     except OSError:
         return ResidentLock(None)   # a read-only index folder: the writer will say why it cannot sync
     try:
