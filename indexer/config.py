@@ -7,7 +7,6 @@ it is never indexed itself), plus whatever the caller adds for one run.
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import sqlite3
 from dataclasses import dataclass, field, replace
@@ -109,10 +108,10 @@ def load_config(vault: str | os.PathLike | None = None,
     include_dot = tuple(_dot_name(n) for n in _str_list(settings.pop("include_dot", []), "include_dot"))
     clamped: list[str] = []
     max_mb = settings.pop("max_file_mb", DEFAULT_MAX_FILE_MB)
-    if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or math.isnan(max_mb) or max_mb <= 0:
+    if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or max_mb != max_mb or max_mb <= 0:
         raise ConfigError(f"{root / CONFIG_FILE}: max_file_mb must be a positive number")
     if max_mb > MAX_FILE_MB_CEILING:
-        clamped.append(f"max_file_mb = {max_mb:g} is past the most it may be; {MAX_FILE_MB_CEILING:g} used")
+        clamped.append(f"max_file_mb = {_shown(max_mb)} is past the most it may be; {MAX_FILE_MB_CEILING:g} used")
         max_mb = MAX_FILE_MB_CEILING
     vault_name = settings.pop("vault_name", root.name)
     if not isinstance(vault_name, str):
@@ -129,11 +128,11 @@ def load_config(vault: str | os.PathLike | None = None,
     if not isinstance(log_queries, bool):
         raise ConfigError(f"{root / CONFIG_FILE}: log_queries must be true or false")
     stale_days = settings.pop("stale_days", DEFAULT_STALE_DAYS)
-    if (isinstance(stale_days, bool) or not isinstance(stale_days, (int, float)) or math.isnan(stale_days)
+    if (isinstance(stale_days, bool) or not isinstance(stale_days, (int, float)) or stale_days != stale_days
             or stale_days < 0):
         raise ConfigError(f"{root / CONFIG_FILE}: stale_days must be a number of days (0 or more)")
     if stale_days > MAX_STALE_DAYS:
-        clamped.append(f"stale_days = {stale_days:g} is past {MAX_STALE_DAYS} (a hundred years); "
+        clamped.append(f"stale_days = {_shown(stale_days)} is past {MAX_STALE_DAYS} (a hundred years); "
                        f"{MAX_STALE_DAYS} used")
         stale_days = MAX_STALE_DAYS
     return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
@@ -220,3 +219,10 @@ def _dot_name(name: str) -> str:
     """``learnings``, ``.learnings`` and ``.learnings/`` all name ``.learnings``."""
     name = name.strip().strip("/")
     return name if name.startswith(".") else "." + name
+
+
+def _shown(number: int | float) -> str:
+    """A setting's number as the user wrote it, briefly (an integer of 400
+    digits has no float to format: math.isnan and :g raise on it)."""
+    text = f"{number:g}" if isinstance(number, float) else str(number)
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} digits)"

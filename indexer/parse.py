@@ -28,9 +28,10 @@ FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 LIST_ITEM_RE = re.compile(r"^( *)([-+*]|\d{1,9}[.)])( +|$)")
 INDENTED_CODE = 4   # columns of indentation (a tab is 4) that make a code block after a blank line
 BACKTICK_RUN_RE = re.compile(r"`+")
-HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-CLOSING_HASHES_RE = re.compile(r"(?:^|[ \t]+)#+$")
-H1_RE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
+# Greedy, the trailing blanks and closing hashes stripped in _heading_text: a
+# lazy text before "[ \t]*$" tried every split of a run of blanks (quadratic:
+# "# a", 20,000 spaces and "b" took a second in one call).
+HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]|#^\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 # Obsidian tags: letters of any script, digits, _ - /, at least one non-digit;
 # must follow whitespace or start a line (Obsidian's own rule) so URLs'
@@ -47,7 +48,7 @@ HTML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>\n]*)?/?>")
 # could share a long run of blanks in quadratically many ways ("[x](" and
 # 16,000 spaces took seconds).
 MD_LINK_RE = re.compile(
-    r"(?P<embed>!?)\[(?P<text>(?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\]"
+    r"(?P<embed>!?)(?<!\\)\[(?P<text>(?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\]"
     r"\((?=(?P<gap>[ \t]*))(?P=gap)"
     r"(?P<dest><(?:[^<>\n\\]|\\.)*>|(?:[^\s()<\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)"
     r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*\)")
@@ -56,7 +57,7 @@ MD_REF_DEF_RE = re.compile(
     r"^ {0,3}\[((?:[^\[\]\n\\]|\\.)+)\]:[ \t]*(<(?:[^<>\n\\]|\\.)*>|\S+)"
     r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$")
 MD_REF_USE_RE = re.compile(
-    r"(!?)\[((?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\](?:\[((?:[^\[\]\n\\]|\\.)*)\])?")
+    r"(!?)(?<!\\)\[((?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\](?:\[((?:[^\[\]\n\\]|\\.)*)\])?")
 URL_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")   # http:, mailto:, obsidian:, file: ...
 BACKSLASH_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 BINARY_SNIFF_BYTES = 8192
@@ -93,6 +94,7 @@ class ParsedNote:
     headings: list[Heading] = field(default_factory=list)
     date: str | None = None          # ISO "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM"
     warnings: list[str] = field(default_factory=list)
+    read_as_plain: bool = False      # its Markdown ran past the parse budget (parse_note)
 
     @property
     def body_is_empty(self) -> bool:
@@ -214,7 +216,7 @@ def parse_note(path: str, text: str, budget_s: float | None = None) -> ParsedNot
     try:
         inline_tags = _read_markup(note, budget)
     except _OverBudget:
-        note.headings, note.link_records = [], []
+        note.headings, note.link_records, note.read_as_plain = [], [], True
         note.warnings.append(f"its Markdown took over {budget.seconds:.1f} s to read; indexed as plain text "
                              "(no headings, inline tags or links)")
     note.title = (_first_str(meta.get("title"))
@@ -233,10 +235,18 @@ def _read_markup(note: ParsedNote, budget: _Budget) -> list[str]:
     """The body's headings and links into ``note``; returns its inline tags.
     Raises ``_OverBudget`` when the budget runs out."""
     prose_lines = _mask_code(note.lines[note.body_start - 1:], budget)
-    note.headings = [
-        Heading(len(m.group(1)), _heading_text(m.group(2)), note.body_start + i)
-        for i, line in enumerate(prose_lines) if line and (m := HEADING_RE.match(line))
-    ]
+    # A pasted image (a data: URI) holds no link or tag anyone misses; other long lines are said.
+    unread = [note.body_start + i for i, line in enumerate(note.lines[note.body_start - 1:])
+              if len(line) > MAX_MARKUP_LINE and ";base64," not in line]
+    if unread:
+        note.warnings.append(f"line {unread[0]}{f' and {len(unread) - 1} more' if len(unread) > 1 else ''} "
+                             f"longer than {MAX_MARKUP_LINE:,} characters: indexed as text, its links, tags "
+                             "and headings not read")
+    note.headings = []
+    for i, line in enumerate(prose_lines):
+        if line and line.lstrip(" ").startswith("#") and (m := HEADING_RE.match(line)):
+            budget.check()
+            note.headings.append(Heading(len(m.group(1)), _heading_text(m.group(2)), note.body_start + i))
     tags: list[str] = []
     for line in prose_lines:
         if "#" in line:
@@ -385,16 +395,13 @@ def _mask_code(lines: list[str], budget: _Budget) -> list[str]:
     """Blank out code, keeping line numbers: fenced blocks, indented blocks
     (4 columns more than the list item they sit in, after a blank line; an
     indented line right after text continues that paragraph) and inline code.
-    A line longer than MAX_MARKUP_LINE is blanked too: it is not read for markup."""
+    A line longer than MAX_MARKUP_LINE is blanked too (it is not read for
+    markup), after it has counted as text for the blocks around it."""
     out, fence = [], None
     lists: list[int] = []    # content columns of the open list items, innermost last
     in_indented, may_indent = False, True   # a block starts the body, or follows a blank line or a heading
-    for n, line in enumerate(lines):
-        if n % 64 == 0:
-            budget.check()
-        if len(line) > MAX_MARKUP_LINE:
-            out.append("")
-            continue
+    for line in lines:
+        budget.check()
         expanded = line.expandtabs(4) if "\t" in line else line
         text = expanded.lstrip(" ")
         blank, indent = not text.strip(), len(expanded) - len(text)
@@ -429,7 +436,8 @@ def _mask_code(lines: list[str], budget: _Budget) -> list[str]:
                 lists.append(len(item.group(1)) + len(item.group(2)) + (gap if 1 <= gap <= 4 and
                                                                           expanded[item.end():].strip() else 1))
         may_indent = blank or bool(HEADING_RE.match(line))
-        out.append(_mask_inline_code(line))
+        # A line too long to read for markup still counts as text for the blocks around it.
+        out.append(_mask_inline_code(line) if len(line) <= MAX_MARKUP_LINE else "")
     return out
 
 
@@ -458,7 +466,13 @@ def _mask_inline_code(line: str) -> str:
 
 
 def _heading_text(raw: str | None) -> str:
-    return CLOSING_HASHES_RE.sub("", raw or "").strip()
+    """A heading's text without its closing hashes (``## Title ##``: a run of
+    ``#`` after a blank, or all there is)."""
+    text = (raw or "").rstrip(" \t")
+    bare = text.rstrip("#")
+    if bare != text and (not bare or bare[-1] in " \t"):
+        text = bare
+    return text.strip()
 
 
 def _first_str(value) -> str:

@@ -45,6 +45,7 @@ MID_SAVE_MAX_PAUSES = 20   # at most this often per sync (and worker): 1 s, what
 # ``rsync -t`` set the mtime back; nothing sets the ctime back): it is hashed
 # again, and parsed only if its content did change.
 SCANNED_FROM = "scanned_from_ns"
+PLAIN_MARK = ":plain"   # on the stored hash of a note indexed as plain text (``_plain_again``)
 # Bump when what a note's chunks or their FTS rows hold changes: every note is
 # processed again at the next sync (vectors are reused where a chunk's text is
 # the same). 9: a note's folder joined its tags in the FTS row.
@@ -381,6 +382,8 @@ def _write_rows(run: _SyncRun, batch_rows) -> None:
         with transaction(conn, "notes"):
             for item, note, (fts_meta, chunk_rows) in rows:
                 old = run.existing.get(item.file.path)
+                if note.read_as_plain:
+                    item = _plain_again(item, old)
                 note_id, names_changed = _write_note(conn, item, note, old[0] if old else None, fts_meta,
                                                      chunk_rows)
                 run.written_ids.add(note_id)
@@ -396,6 +399,19 @@ def _write_rows(run: _SyncRun, batch_rows) -> None:
                 conn.execute("DELETE FROM skipped WHERE path = ?", (item.file.path,))
             set_meta(conn, "links_pending", "1")   # this batch's links wait for the final pass
         faults.point("fts-batch")
+
+
+def _plain_again(item: _Pending, old: tuple[int, int, int, str] | None) -> _Pending:
+    """A note indexed as plain text (over its parse budget) is stored so that
+    the next sync parses it again: the budget is wall-clock time, which a
+    stalled or overloaded machine can use up for an honest note. Its hash
+    carries PLAIN_MARK; the first time its mtime is stored as -1 (the next
+    scan reads it again, and the hash, unlike the content's, makes it parsed
+    again); a note over budget twice on the same content keeps its mtime and
+    is left as plain text until it changes."""
+    again = old is not None and old[3] == item.hash + PLAIN_MARK
+    return replace(item, hash=item.hash + PLAIN_MARK,
+                   file=item.file if again else replace(item.file, mtime_ns=-1))
 
 
 def _read_again(run: _SyncRun, item: _Pending, warn) -> tuple[str, ParsedNote] | None:

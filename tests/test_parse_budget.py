@@ -50,13 +50,19 @@ def test_reading_text_stays_fast_and_keeps_lines_on_adversarial_markdown(text):
     assert out.count("\n") == text.count("\n")
 
 
-@pytest.mark.parametrize("opener", ["[x](", "![](", "[x](<", "[[", "[x][", "<a ", "**", "`"])
-def test_a_long_run_after_an_opener_reads_in_linear_time(opener, ledger):
+@pytest.mark.parametrize("opener,fill,closer", [
+    ("[x](", " ", ""), ("![](", " ", ""), ("[x](<", " ", ""), ("[[", " ", ""), ("[x][", " ", ""), ("<a ", " ", ""),
+    ("**", " ", ""), ("`", " ", ""),
+    ("# a", " ", "b"),          # a heading with a long run of blanks inside (HEADING_RE, the closing hashes)
+    ("", "[\\", "](x"),         # escaped brackets, each once a new start for the link regex
+    ("[d]: e\n", "[\\", "][d]"),  # the same for reference links, with a definition in the note
+])
+def test_a_long_run_after_an_opener_reads_in_linear_time(opener, fill, closer, ledger):
     """The line that hung `serve`: ``[x](`` and 16,000 spaces took 2.8-6.8 s in the
     Markdown-link regex, and doubling the line quadrupled it. Timed against a
     line a quarter as long in the same run: linear means about 4x, quadratic 16x."""
     def cost(n: int) -> float:
-        text = opener + " " * n + "\n"
+        text = opener + fill * (n // len(fill)) + closer + "\n"
         best = float("inf")
         for _ in range(3):
             t0 = time.perf_counter()
@@ -122,3 +128,47 @@ def test_a_note_past_its_budget_is_searchable_and_status_says_why(vault, index_d
         assert [r.path for r in idx.search("zanzibarword", mode="fts").results] == ["Slow.md"]
         status = idx.status()
     assert any(w["path"] == "Slow.md" and "indexed as plain text" in w["message"] for w in status.warnings)
+
+
+def test_a_line_too_long_to_read_still_counts_as_text_for_the_blocks_around_it():
+    """An indented line right after a paragraph continues it; after a line past
+    MAX_MARKUP_LINE too (it was taken for indented code, losing its links)."""
+    text = "Intro\n\n" + "word " * 5000 + "see [[Long Link]] #longtag\n    continued with [[Next Note]] and #nexttag\n"
+    note = parse_note("n.md", text)
+    assert note.links == ["Next Note"] and note.tags == ["nexttag"]
+    assert note.warnings == [f"line 3 longer than {MAX_MARKUP_LINE:,} characters: indexed as text, its links, "
+                             "tags and headings not read"]
+    pasted = parse_note("p.md", "![](data:image/png;base64," + "A" * 30_000 + ")\n")
+    assert pasted.warnings == []   # a pasted image is no loss worth a warning
+
+
+def test_a_note_that_fell_back_to_plain_text_is_parsed_again_once(vault, index_dir, monkeypatch, ledger):
+    """A budget is wall-clock time: a note caught by a stalled or overloaded
+    machine must not stay plain text for good. The next sync parses it again;
+    one that falls back twice on the same content is left until it changes."""
+    from conftest import write
+
+    import indexer.parse
+    from vault_search import Index
+
+    write(vault / "Linked.md", "# Linked\n\nsee [[Home]] #linkedtag\n")
+
+    def outlinks(idx) -> list[str]:
+        return [row[0] for row in idx.writer.conn.execute(
+            "SELECT target FROM links JOIN notes ON notes.id = links.source_id WHERE notes.path = 'Linked.md'")]
+
+    with Index.open(vault, index_dir, create=True) as idx:
+        monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", -1.0)    # a stalled machine: every note over budget
+        idx.sync(embed=False)
+        assert outlinks(idx) == []
+        monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", 1.0)     # the machine is back
+        again = idx.sync(embed=False)
+        assert again.updated >= 1 and outlinks(idx) == ["Home"]
+        assert idx.sync(embed=False).updated == 0                    # and it settles
+        monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", -1.0)    # a note that is hostile for real
+        write(vault / "Linked.md", "# Linked\n\nsee [[Home]] again\n")
+        idx.sync(embed=False)
+        assert idx.sync(embed=False).updated == 1                    # tried once more
+        assert idx.sync(embed=False).updated == 0                    # then left until it changes
+    ledger.record("hostile input", "a note over its parse budget because the machine stalled (SIGSTOP, load)",
+                  "parsed again at the next sync; a note over budget twice on the same content is left as plain text")

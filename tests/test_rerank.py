@@ -230,8 +230,8 @@ def test_http_server_and_mcp_tool_rerank_too(vault, index_dir, judge, monkeypatc
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         conn = HTTPConnection("127.0.0.1", httpd.server_port, timeout=30)
-        conn.request("GET", "/search?query=%E6%95%B0%E6%8D%AE%E5%BA%93&rerank=1",
-                     headers={"Host": f"127.0.0.1:{httpd.server_port}"})
+        conn.request("GET", "/search?query=%E6%95%B0%E6%8D%AE%E5%BA%93&rerank=1",   # the judge needs the proof header
+                     headers={"Host": f"127.0.0.1:{httpd.server_port}", "X-Vault-Search-Client": "test"})
         data = json.loads(conn.getresponse().read())
         assert data["results"][0]["path"] == "Notes/数据库/SQLite WAL 模式.md"
         assert data["results"][0]["scores"]["rerank"] == 1.0

@@ -128,6 +128,9 @@ def rerank_config(tmp_path: Path, budget: float, timeout: float, top_n: int = 10
     return {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
 
 
+PROOF = {"X-Vault-Search-Client": "test"}   # what a rerank over HTTP needs (no other site's page can send it)
+
+
 def http(port, path, *, method="GET", body=None, headers=None, timeout=60):
     conn = HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -237,7 +240,7 @@ def test_serve_reranks_never_block_plain_searches_nor_shutdown(vault, index_dir,
 
         def rerank(query):
             t0 = time.monotonic()
-            status, data = http(port, f"/search?query={query}&rerank=1")
+            status, data = http(port, f"/search?query={query}&rerank=1", headers=PROOF)
             answers[query] = (status, data, time.monotonic() - t0)
 
         threads = [threading.Thread(target=rerank, args=(q,)) for q in ("tea", "database", "deploy", "kyoto")]
@@ -288,7 +291,7 @@ def test_a_full_server_refuses_at_once_and_the_thin_client_answers(vault, index_
     port = info["port"]
     try:
         statuses = []
-        threads = [threading.Thread(target=lambda i=i: statuses.append(http(port, f"/search?query=q{i}&rerank=1")[0]))
+        threads = [threading.Thread(target=lambda i=i: statuses.append(http(port, f"/search?query=q{i}&rerank=1", headers=PROOF)[0]))
                    for i in range(MAX_CONNECTIONS)]
         for t in threads:
             t.start()
