@@ -58,53 +58,62 @@ def _trusted() -> set[str]:
             for p in os.environ.get(TRUSTED_ENV, "").split(os.pathsep) if p}
 
 
-def foreign_owner(folder: str, trusted: set[str]) -> int | None:
-    """The uid of ``folder``'s owner when that is another user and the folder
-    is not trusted, else None. A folder whose owner cannot be told counts as
-    another user's (uid -1): nothing vouches for it."""
-    if not hasattr(os, "getuid") or "*" in trusted or folder in trusted:
+def foreign_owner(path: str, trusted: set[str]) -> int | None:
+    """The uid of ``path``'s owner when that is another user, else None
+    (``trusted`` holds ``*``: nobody is another). A path whose owner cannot
+    be told counts as another user's (uid -1): nothing vouches for it."""
+    if not hasattr(os, "getuid") or "*" in trusted:
         return None   # Windows has no uids to compare
     try:
-        uid = os.stat(folder).st_uid
+        uid = os.lstat(path).st_uid
     except OSError:
         return -1
     return None if uid == os.getuid() else uid
 
 
-def _walk(start: str) -> tuple[list[str], str | None]:
-    """``walk_up``'s folders, and the folder of another user it stopped
-    below (None: it stopped at the top, the home folder or a ceiling)."""
-    ceilings, trusted = _ceilings(), _trusted()
+def walk_up(start: str) -> list[str]:
+    """``start`` (resolved) and the folders above it, stopping below the home
+    folder (a stray settings file or index in ``~`` must not make the whole
+    home a vault) and at ``$VAULT_SEARCH_CEILING`` folders (``:``-separated,
+    like git's GIT_CEILING_DIRECTORIES); ``start`` itself always counts."""
+    ceilings = _ceilings()
     folders = [start]
     if start in ceilings:
-        return folders, None
+        return folders
     folder = start
     while True:
         parent = os.path.dirname(folder)
         if parent == folder or parent in ceilings:
-            return folders, None
-        if foreign_owner(parent, trusted) is not None:
-            return folders, parent
+            return folders
         folders.append(parent)
         folder = parent
 
 
-def walk_up(start: str) -> list[str]:
-    """``start`` (resolved) and the folders above it, stopping below the home
-    folder (a stray settings file or index in ``~`` must not make the whole
-    home a vault), at ``$VAULT_SEARCH_CEILING`` folders (``:``-separated,
-    like git's GIT_CEILING_DIRECTORIES) and below a folder another user owns
-    (a ``.obsidian/`` or settings file planted in ``/tmp`` must not become
-    the vault, nor its ``log_queries`` be obeyed: git's CVE-2022-24765)
-    unless ``$VAULT_SEARCH_TRUSTED`` names it (like git's safe.directory);
-    ``start`` itself always counts."""
-    return _walk(start)[0]
-
-
 def marks_a_vault(folder: str) -> bool:
     """``folder`` has ``.obsidian/``, a settings file or an index in the default place."""
-    return (os.path.isdir(os.path.join(folder, ".obsidian")) or os.path.isfile(os.path.join(folder, CONFIG_FILE))
-            or os.path.isfile(os.path.join(default_index_dir(folder), INDEX_DB)))
+    return bool(_markers(folder)) or os.path.isfile(os.path.join(default_index_dir(folder), INDEX_DB))
+
+
+def _markers(folder: str) -> list[str]:
+    return [path for path in (os.path.join(folder, ".obsidian"), os.path.join(folder, CONFIG_FILE))
+            if os.path.lexists(path)]
+
+
+def _foreign_mark(folder: str, trusted: set[str]) -> tuple[str, int] | None:
+    """What makes ``folder``, above where the user stands, a vault that is not
+    the user's to adopt: the folder or its ``.obsidian/`` or settings file
+    owned by another user (git's CVE-2022-24765: a ``.obsidian/`` and a
+    ``log_queries`` settings file planted in ``/tmp``, or by another user in
+    a folder anyone may write), unless ``$VAULT_SEARCH_TRUSTED`` names the
+    folder. An index of it in the user's own data folder is the user's own
+    choice. Returns (the foreign path, its owner's uid), else None."""
+    if folder in trusted or os.path.isfile(os.path.join(default_index_dir(folder), INDEX_DB)):
+        return None
+    for path in (folder, *_markers(folder)):
+        uid = foreign_owner(path, trusted)
+        if uid is not None:
+            return path, uid
+    return None
 
 
 _said: set[str] = set()   # the notes nearest_vault has written in this process
@@ -112,46 +121,34 @@ _said: set[str] = set()   # the notes nearest_vault has written in this process
 
 def nearest_vault(start: str) -> str:
     """The nearest folder at or above ``start`` (resolved) that marks a vault,
-    else ``start`` itself. When the walk stopped at another user's folder
-    and that folder, or one above it, would have been the vault, says so
-    on stderr (once a process: the thin client and the full CLI both ask)."""
-    folders, stop = _walk(start)
-    found = next((folder for folder in folders if marks_a_vault(folder)), None)
-    if found is not None:
-        return found
-    if stop is not None:
-        note = untrusted_vault_note(stop)
-        if note is not None and note not in _said:
+    else ``start`` itself. A folder above ``start`` counts only when it and
+    its marks are the user's own (``_foreign_mark``): one that is not is
+    passed over, and when no vault is found at all, one line on stderr says
+    which was passed over and how to trust it (once a process: the thin
+    client and the full CLI both ask)."""
+    trusted = _trusted()
+    passed: tuple[str, str, int] | None = None   # (folder, the foreign path, its uid)
+    for i, folder in enumerate(walk_up(start)):
+        if not marks_a_vault(folder):
+            continue
+        foreign = _foreign_mark(folder, trusted) if i else None   # where one stands always counts
+        if foreign is None:
+            return folder
+        passed = passed or (folder, *foreign)
+    if passed is not None:
+        note = untrusted_vault_note(*passed)
+        if note not in _said:
             _said.add(note)
             sys.stderr.write(f"vault-search: {note}\n")
     return start
 
 
-def untrusted_vault_note(stop: str) -> str | None:
-    """Why the vault at or above ``stop`` (a folder of another user the walk
-    stopped at) is not used, and how to trust it; None when nothing from
-    there up (below the home folder and the ceilings) marks a vault."""
-    ceilings, trusted = _ceilings(), _trusted()
-    blocked: list[tuple[str, int]] = []   # the untrusted folders of others on the way, with their owners
-    folder = stop
-    while True:
-        uid = foreign_owner(folder, trusted)
-        if uid is not None:
-            blocked.append((folder, uid))
-        if marks_a_vault(folder):
-            break
-        parent = os.path.dirname(folder)
-        if parent == folder or parent in ceilings:
-            return None
-        folder = parent
-    if not blocked:   # it changed owner since the walk
-        return None
-    owner, uid = blocked[-1] if blocked[-1][0] == folder else blocked[0]
-    who = "it" if owner == folder else owner
+def untrusted_vault_note(folder: str, foreign: str, uid: int) -> str:
+    """Why ``folder`` is not used as the vault, and how to trust it."""
+    who = "it" if foreign == folder else foreign
     whose = f"uid {uid}" if uid >= 0 else "uid unknown"
-    trust = os.pathsep.join(f for f, _ in blocked)
     return (f"not using {folder} as the vault: {who} belongs to another user ({whose}); "
-            f"set {TRUSTED_ENV}={trust} to trust it")
+            f"set {TRUSTED_ENV}={folder} to trust it")
 
 
 def settings_stamp(vault: str) -> list[int] | None:

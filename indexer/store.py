@@ -190,13 +190,16 @@ def private_dir(path: str | os.PathLike) -> str | None:
                 mode = stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)
                 if mode & 0o077:
                     os.chmod(entry.path, mode & PRIVATE_DIR_MODE)
-                    tightened.append(entry.name)
+                    if not stat.S_IMODE(os.lstat(entry.path).st_mode) & 0o077:   # fixed modes: nothing to claim
+                        tightened.append(entry.name)
         except OSError:   # gone meanwhile, or a read-only file system: the rest still counts
             continue
     was = stat.S_IMODE(st.st_mode)
     if only_index:
         try:   # the owner's own bits kept: a folder made read-only stays so
             os.chmod(path, was & PRIVATE_DIR_MODE)
+            if stat.S_IMODE(os.stat(path).st_mode) & 0o077:
+                return None   # a file system whose modes are fixed (vfat, exFAT, some SMB mounts): nothing changed
         except OSError:
             return None
     if not any(e.name == DB_NAME for e in entries):
@@ -207,6 +210,11 @@ def private_dir(path: str | os.PathLike) -> str | None:
         return (f"tightened permissions of the index files in {path} ({', '.join(sorted(tightened))}) "
                 "so other users cannot read your notes")
     return None
+
+
+def make_private(path: str | os.PathLike) -> None:
+    """``private_dir``, its note (if any) told the user."""
+    _note(private_dir(path))
 
 
 def _note(note: str | None) -> None:

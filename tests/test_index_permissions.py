@@ -145,3 +145,16 @@ def test_a_folder_shared_with_other_files_keeps_its_mode(vault, tmp_path, ledger
     assert (_mode(tmp_path / "a"), _mode(tmp_path / "a" / "b"), _mode(deep)) == (0o755, 0o755, 0o700)
     ledger.record("security", "--index-dir naming a folder with other files (the vault, the home folder)",
                   "only the index's files made 0600; the folder, its parents and other files keep their modes")
+
+
+def test_serve_tells_when_it_makes_an_older_index_private(vault, index_dir):
+    from conftest import start_server
+
+    assert _run(vault, index_dir, "index", "--no-embed").returncode == 0
+    os.chmod(index_dir, 0o755)
+    os.chmod(index_dir / "index.db", 0o644)
+    proc, _ = start_server(vault, index_dir, "--no-watch")
+    proc.terminate()
+    _, err = proc.communicate(timeout=30)
+    assert err.count(f"tightened permissions of index folder {index_dir} (was 0755)") == 1, err
+    assert _mode(index_dir) == 0o700 and _mode(index_dir / "index.db") == 0o600

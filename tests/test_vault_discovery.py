@@ -208,3 +208,41 @@ def test_the_thin_client_stops_at_another_users_folder_too(tmp_path, monkeypatch
     monkeypatch.setenv("VAULT_SEARCH_CEILING", str(planted))
     assert fast.locate({}) == (str(own), locate.default_index_dir(str(own)))
     assert capsys.readouterr().err == ""
+
+
+@needs_root
+def test_a_mark_planted_by_another_user_in_a_folder_anyone_may_write_is_not_used(tmp_path, ledger):
+    """The folder is one's own (as /tmp is root's), but another user wrote its
+    .obsidian/ and settings file there: git checks the owner of .git itself."""
+    sticky = tmp_path.resolve() / "sticky"
+    write(sticky / "planted.md", "# Planted\nplantedword\n")
+    write(sticky / ".obsidian" / "app.json", "{}")
+    write(sticky / ".vault-search.toml", 'ignore = ["**"]\nlog_queries = true\n')
+    os.chmod(sticky, 0o1777)
+    for planted in (sticky / ".obsidian", sticky / ".obsidian" / "app.json", sticky / ".vault-search.toml"):
+        os.chown(planted, OTHER_UID, OTHER_UID)
+    own = sticky / "mine"
+    write(own / "n.md", "# Mine\nmyword\n")
+    r = _run(own, "index", "--no-embed", data_home=tmp_path / "data")
+    assert r.returncode == 0 and "1 note scanned" in r.stdout, (r.stdout, r.stderr)
+    assert r.stderr == (f"vault-search: not using {sticky} as the vault: {sticky / '.obsidian'} belongs to another "
+                        f"user (uid {OTHER_UID}); set VAULT_SEARCH_TRUSTED={sticky} to trust it\n"), r.stderr
+    ledger.record("security", ".obsidian/ and settings planted by another user in a folder of one's own that "
+                  "anyone may write (mode 1777)", "not used as the vault, one line on stderr")
+
+
+@needs_root
+def test_a_folder_of_another_user_inside_ones_vault_does_not_hide_the_vault(tmp_path):
+    """A root-owned folder that Docker or sudo made inside the vault: from
+    there the vault is still found (git checks the repository's owner, not
+    the folders between), with nothing to say."""
+    vault = tmp_path.resolve() / "myvault"
+    write(vault / ".obsidian" / "app.json", "{}")
+    write(vault / "top.md", "# Top\ntopword\n")
+    inner = vault / "docker" / "sub"
+    write(inner / "deep.md", "# Deep\ndeepword\n")
+    os.chown(vault / "docker", OTHER_UID, OTHER_UID)
+    os.chown(inner, OTHER_UID, OTHER_UID)
+    r = _run(inner, "index", "--no-embed", data_home=tmp_path / "data")
+    assert r.returncode == 0 and r.stderr == "" and "2 notes scanned" in r.stdout, (r.stdout, r.stderr)
+    assert _indexes(tmp_path / "data")[0].startswith("myvault-")

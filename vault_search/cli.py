@@ -841,9 +841,9 @@ def open_page(ctx, query, no_browser, port):
     config = _config(ctx)
     server = find_server(config.index_dir, config.vault)
     if server is None:
-        from indexer.store import private_dir, private_opener
+        from indexer.store import make_private, private_opener
 
-        private_dir(config.index_dir)
+        make_private(config.index_dir)
         log_path = config.index_dir / "serve.log"
         click.echo(f"starting vault-search serve for {config.vault} (log: {log_path})", err=True)
         offset = log_path.stat().st_size if log_path.exists() else 0

@@ -869,9 +869,9 @@ def claim_index(index_dir: Path, vault: Path, command: str) -> ResidentLock:
     naming the process that is (and where it answers)."""
     index_dir = Path(index_dir)
     try:
-        from indexer.store import PRIVATE_FILE_MODE, private_dir
+        from indexer.store import PRIVATE_FILE_MODE, make_private
 
-        private_dir(index_dir)
+        make_private(index_dir)
         fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
     except OSError:
         return ResidentLock(None)   # a read-only index folder: the writer will say why it cannot sync
