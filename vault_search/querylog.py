@@ -181,8 +181,8 @@ def _record(index_dir: str | Path, response: SearchResponse) -> None:
         conn.executemany("INSERT INTO hits VALUES (?, ?)",
                          [(cur.lastrowid, _storable(r.path)) for r in hits[:LOGGED_HITS]])
         faults.point("query-log")
-        if cur.lastrowid and cur.lastrowid % PRUNE_EVERY == 0:   # bounded: the oldest go
-            _prune(conn)
+        if (cur.lastrowid and cur.lastrowid % PRUNE_EVERY == 0) or _used_bytes(conn) > MAX_LOG_BYTES:
+            _prune(conn)   # bounded: the oldest go (two PRAGMAs a search keep big entries from overshooting)
         conn.execute("COMMIT")
 
 
@@ -191,9 +191,7 @@ def _prune(conn: sqlite3.Connection) -> None:
     past it, as many of the newest as fill three quarters of it (the pages
     freed are reused: the file stops growing)."""
     keep = MAX_ENTRIES
-    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-    used = page_size * (conn.execute("PRAGMA page_count").fetchone()[0]
-                        - conn.execute("PRAGMA freelist_count").fetchone()[0])
+    used = _used_bytes(conn)
     if used > MAX_LOG_BYTES:
         count = conn.execute("SELECT count(*) FROM searches").fetchone()[0]
         keep = min(keep, count * MAX_LOG_BYTES * 3 // (4 * used))
@@ -201,6 +199,13 @@ def _prune(conn: sqlite3.Connection) -> None:
     if oldest:
         conn.execute("DELETE FROM hits WHERE search_id <= ?", oldest)
         conn.execute("DELETE FROM searches WHERE id <= ?", oldest)
+
+
+def _used_bytes(conn: sqlite3.Connection) -> int:
+    """The log's size less its free pages (which new entries reuse)."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    return page_size * (conn.execute("PRAGMA page_count").fetchone()[0]
+                        - conn.execute("PRAGMA freelist_count").fetchone()[0])
 
 
 def _storable(text: str) -> str:
