@@ -58,7 +58,7 @@ MD_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\([^()\n]*(?:\([^()\n]*\)[^()\n]*)*\)"
 REF_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
 AUTOLINK_RE = re.compile(r"<((?:https?|mailto|obsidian):[^<>\s]+|[\w.+-]+@[A-Za-z0-9.-]+)>")
 BARE_URL_RE = re.compile(r"\b(?:https?|obsidian)://[^\s<>()\[\]]+")
-FOOTNOTE_REF_RE = re.compile(r"\[\^[^\]\s]+\]")
+FOOTNOTE_REF_RE = re.compile(r"\[\^[^\]\s\[]+\]")   # no "[" in a label: a run of "[^" is linear
 BLOCK_ID_RE = re.compile(r"(?:^|\s)\^[A-Za-z0-9-]+\s*$")
 # Backslash escapes (every ASCII punctuation mark but ``|``, which tables and
 # wikilinks read first).
