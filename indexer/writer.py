@@ -24,6 +24,7 @@ writers did (``refresh``); they never call ``sync``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -59,6 +60,9 @@ REBUILD_LOCK = "rebuild.lock"   # held by the one rebuild running
 # SERVER_FILE: the same names, which this package cannot import).
 RESIDENT_LOCK = "serve.lock"
 SERVER_FILE = "server.json"
+# Each `mcp` session (several may share an index, beside a `serve`) holds its
+# own MCP_LOCK % pid for its life: it keeps the index current as they do.
+MCP_LOCK = "mcp.%d.lock"
 Identity = tuple[int, int]   # (st_dev, st_ino) of the db file: a rebuild replaces the file
 
 
@@ -409,11 +413,12 @@ def _merged(rebuild: SyncReport, later: SyncReport) -> SyncReport:
 
 
 def resident(index_dir: str | os.PathLike) -> tuple[int, str] | None:
-    """The `serve` or `watch` that keeps this index current, as (pid, command), else None.
+    """The `serve`, `watch` or `mcp` that keeps this index current, as (pid, command), else None.
 
-    It holds ``serve.lock`` for its life (the kernel lets go however it
-    ends), so a lock held is a live one; a server from before that lock
-    existed shows only in ``server.json``, with a live pid.
+    It holds ``serve.lock`` (an `mcp` session its own ``mcp.PID.lock``) for
+    its life (the kernel lets go however it ends), so a lock held is a live
+    one; a server from before that lock existed shows only in
+    ``server.json``, with a live pid.
     """
     import fcntl
 
@@ -421,13 +426,13 @@ def resident(index_dir: str | os.PathLike) -> tuple[int, str] | None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return _server_from_before_the_lock(Path(index_dir))
+        return _server_from_before_the_lock(Path(index_dir)) or _mcp_session(Path(index_dir))
     except OSError:
-        return None
+        return _mcp_session(Path(index_dir))
     try:
         # Probed, never waited for: a shared lock for an instant, released at once by the close.
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None
+        return _mcp_session(Path(index_dir))
     except BlockingIOError:
         holder = _json_object(os.pread(fd, 4096, 0))
         pid = holder.get("pid")
@@ -436,6 +441,58 @@ def resident(index_dir: str | os.PathLike) -> tuple[int, str] | None:
         return _server_from_before_the_lock(Path(index_dir))
     finally:
         os.close(fd)
+
+
+def _mcp_session(index_dir: Path) -> tuple[int, str] | None:
+    """A live `mcp` session of this index, as (pid, "mcp"), else None. A
+    lock file left by a killed session is free, so it counts for nothing."""
+    import fcntl
+
+    for path in sorted(index_dir.glob(MCP_LOCK.replace("%d", "*"))):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)   # probed, released at once by the close
+        except BlockingIOError:
+            pid = path.name.split(".")[1]
+            return (int(pid) if pid.isdigit() else 0), "mcp"
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return None
+
+
+class SessionLock:
+    """What an `mcp` session holds for its life, so a rebuild for another
+    vault is refused under it (``resident``) as under `serve` and `watch`."""
+
+    def __init__(self, index_dir: str | os.PathLike):
+        import fcntl
+
+        self.path: Path | None = Path(index_dir) / (MCP_LOCK % os.getpid())
+        self.fd: int | None = None
+        try:
+            Path(index_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)   # this session's own file: never waits
+        except OSError:   # a read-only index folder, or no locks: unguarded, as `serve` there
+            self.release()
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "SessionLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def _mismatch(index_dir: Path, recorded: str, vault: Path) -> VaultMismatchError:

@@ -883,15 +883,18 @@ def mcp(ctx, interval):
     "args": ["--vault", "/path/to/vault", "mcp"]}.
     """
     from indexer.config import load_config
+    from indexer.writer import SessionLock
 
     from .mcp_server import run
     from .service import SearchService
 
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
-    # Opened before the protocol starts, so a bad vault or index is a
-    # one-line error here rather than a failed MCP handshake.
-    service = SearchService(config=config, interval=interval * 60)
-    run(lambda: service)
+    # Held for the session, so a rebuild for another vault is refused under it.
+    with SessionLock(config.index_dir):
+        # Opened before the protocol starts, so a bad vault or index is a
+        # one-line error here rather than a failed MCP handshake.
+        service = SearchService(config=config, interval=interval * 60)
+        run(lambda: service)
 
 
 if __name__ == "__main__":

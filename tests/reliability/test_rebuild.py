@@ -238,6 +238,33 @@ def test_a_rebuild_for_another_vault_is_refused_while_the_index_is_served(tmp_pa
                   "refused in one line (stop it first, or another --index-dir); the served index is untouched")
 
 
+def test_a_rebuild_for_another_vault_is_refused_while_an_mcp_session_keeps_the_index(tmp_path, ledger):
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    vault, index, _ = prepared(tmp_path)
+    other = other_vault(tmp_path)
+    params = StdioServerParameters(command=str(CLI), args=["--vault", str(vault), "--index-dir", str(index), "mcp"])
+
+    async def session():
+        async with Client(params, read_timeout_seconds=60) as client:
+            r = run(other, index, "index", "--rebuild", "--no-embed")
+            assert r.returncode == 1 and r.stderr.count("\n") == 1, r
+            assert f"in use by `vault-search mcp` (pid " in r.stderr and f"for the vault {vault}" in r.stderr, r.stderr
+            assert not (index / "rebuild").exists()
+            found = await client.call_tool("search", {"query": "numbatlater", "mode": "fts"})
+            assert [h["path"] for h in found.structured_content["results"]] == ["Later.md"], found
+
+    asyncio.run(session())
+    assert not list(index.glob("mcp.*.lock"))   # the session's lock file goes with it
+    r = run(other, index, "index", "--rebuild", "--no-embed")
+    assert r.returncode == 0, r.stderr
+    assert hits(other, index, "xenolithalien") == ["Alien.md"]
+    ledger.record("concurrency", "`index --rebuild` of another vault into the index an `mcp` session uses",
+                  "refused in one line, as under `serve` and `watch`; the session keeps searching its own vault")
+
+
 def test_a_rebuild_for_another_vault_is_not_swapped_in_under_a_server_started_meanwhile(tmp_path, ledger):
     from indexer.errors import VaultMismatchError
     from vault_search import Index
