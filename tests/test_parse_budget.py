@@ -173,3 +173,26 @@ def test_a_note_that_fell_back_to_plain_text_is_parsed_again_once(vault, index_d
         assert idx.sync(embed=False).updated == 0                    # then left until it changes
     ledger.record("hostile input", "a note over its parse budget because the machine stalled (SIGSTOP, load)",
                   "parsed again at the next sync; a note over budget twice on the same content is left as plain text")
+
+
+def test_a_note_indexed_as_plain_text_goes_into_a_context_pack(vault, index_dir, monkeypatch):
+    """Its stored hash carries the plain-text mark; the pack still knows the
+    file is what the index read (it was left out as 'edited')."""
+    from conftest import write
+
+    import indexer.parse
+    from vault_search import Index
+    from vault_search.pack import indexed_lines, pack
+
+    write(vault / "Slow.md", "# Slow heading\n\nzanzibarword and [[Other]] #slowtag\n")
+    monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", -1.0)
+    with Index.open(vault, index_dir, create=True) as idx:
+        idx.sync(embed=False)
+        idx.sync(embed=False)   # over budget twice: left as plain text for good
+        found = idx.search("zanzibarword", mode="fts").results
+        assert [r.path for r in found] == ["Slow.md"]
+        assert indexed_lines(idx, "Slow.md") == ["# Slow heading", "", "zanzibarword and [[Other]] #slowtag"]
+        packed = pack(idx, found, 500)
+        assert packed.changed == [] and [p.path for p in packed.results] == ["Slow.md"]
+        write(vault / "Slow.md", "# Slow heading\n\nzanzibarword, edited\n")
+        assert indexed_lines(idx, "Slow.md") is None   # an edit since still counts as one

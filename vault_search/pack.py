@@ -63,13 +63,15 @@ def indexed_lines(index: Index, path: str) -> list[str] | None:
     import hashlib
 
     from indexer.parse import BinaryNoteError, decode_note, split_lines
+    from indexer.sync import PLAIN_MARK
 
     row = index.conn.execute("SELECT hash FROM notes WHERE path = ?", (path,)).fetchone()
     if row is None:
         return None
     try:
         data = note_bytes(index, path)
-        if hashlib.blake2b(data, digest_size=16).hexdigest() != row[0]:
+        # A note indexed as plain text carries a mark on its stored hash (indexer.sync.PLAIN_MARK).
+        if hashlib.blake2b(data, digest_size=16).hexdigest() != row[0].removesuffix(PLAIN_MARK):
             return None
         text = decode_note(data)[0]
         if "\r" in text:
