@@ -45,7 +45,10 @@ MID_SAVE_MAX_PAUSES = 20   # at most this often per sync (and worker): 1 s, what
 # ``rsync -t`` set the mtime back; nothing sets the ctime back): it is hashed
 # again, and parsed only if its content did change.
 SCANNED_FROM = "scanned_from_ns"
-PLAIN_MARK = ":plain"   # on the stored hash of a note indexed as plain text (``_plain_again``)
+# On the stored hash of a note indexed as plain text (``_plain_again``): the
+# mark, then "@" and when it fell back while it waits for its one retry.
+PLAIN_MARK = ":plain"
+PLAIN_RETRY_AFTER_S = 60   # the retry waits this long (a rebuild's catch-up, the watcher's next sync: not yet)
 # Bump when what a note's chunks or their FTS rows hold changes: every note is
 # processed again at the next sync (vectors are reused where a chunk's text is
 # the same). 9: a note's folder joined its tags in the FTS row.
@@ -222,7 +225,8 @@ def _scan(run: _SyncRun) -> None:
     for f in files:
         old = run.existing.get(f.path)
         same_inode = changed_from is None or not _changed_since(f.ctime_ns, changed_from)
-        if not run.force and old is not None and old[1] == f.mtime_ns and old[2] == f.size and same_inode:
+        if (not run.force and old is not None and old[1] == f.mtime_ns and old[2] == f.size and same_inode
+                and not _retry_due(old[3])):
             continue
         skip = run.skipped_before.get(f.path)
         if (not run.force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size and same_inode
@@ -320,7 +324,7 @@ def _examine(run: _SyncRun, f: ScannedFile) -> tuple:
         return result, warnings
     data_hash, text = result
     old = run.existing.get(f.path)
-    if not run.force and old is not None and old[3] == data_hash:
+    if not run.force and old is not None and (old[3] == data_hash or _retry_waits(old[3], data_hash)):
         return (data_hash, None, None, len(text)), warnings
     note = parse_note(f.path, text)
     warnings.extend(note.warnings)
@@ -403,15 +407,26 @@ def _write_rows(run: _SyncRun, batch_rows) -> None:
 
 def _plain_again(item: _Pending, old: tuple[int, int, int, str] | None) -> _Pending:
     """A note indexed as plain text (over its parse budget) is stored so that
-    the next sync parses it again: the budget is wall-clock time, which a
-    stalled or overloaded machine can use up for an honest note. Its hash
-    carries PLAIN_MARK; the first time its mtime is stored as -1 (the next
-    scan reads it again, and the hash, unlike the content's, makes it parsed
-    again); a note over budget twice on the same content keeps its mtime and
-    is left as plain text until it changes."""
-    again = old is not None and old[3] == item.hash + PLAIN_MARK
-    return replace(item, hash=item.hash + PLAIN_MARK,
-                   file=item.file if again else replace(item.file, mtime_ns=-1))
+    a later sync parses it again: the budget is wall-clock time, which a
+    stalled or overloaded machine can use up for an honest note. The first
+    time its hash carries PLAIN_MARK and when (``_retry_due``: a sync at least
+    PLAIN_RETRY_AFTER_S later parses it again, so a rebuild's own catch-up
+    sync does not spend the retry on the same busy minute); a note over budget
+    twice on the same content carries the bare mark and is left as plain
+    text until it changes."""
+    again = old is not None and old[3].startswith(item.hash + PLAIN_MARK + "@")
+    return replace(item, hash=item.hash + PLAIN_MARK + ("" if again else f"@{int(time.time())}"))
+
+
+def _retry_due(stored_hash: str) -> bool:
+    """A note waiting for its plain-text retry, and the wait is over."""
+    _, mark, since = stored_hash.partition(PLAIN_MARK + "@")
+    return bool(mark) and (not since.isdigit() or time.time() >= int(since) + PLAIN_RETRY_AFTER_S)
+
+
+def _retry_waits(stored_hash: str, data_hash: str) -> bool:
+    """The same content as a note that fell back to plain text, its retry not due yet."""
+    return stored_hash.startswith(data_hash + PLAIN_MARK + "@") and not _retry_due(stored_hash)
 
 
 def _read_again(run: _SyncRun, item: _Pending, warn) -> tuple[str, ParsedNote] | None:

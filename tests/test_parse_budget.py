@@ -150,6 +150,7 @@ def test_a_note_that_fell_back_to_plain_text_is_parsed_again_once(vault, index_d
     from conftest import write
 
     import indexer.parse
+    import indexer.sync
     from vault_search import Index
 
     write(vault / "Linked.md", "# Linked\n\nsee [[Home]] #linkedtag\n")
@@ -163,6 +164,8 @@ def test_a_note_that_fell_back_to_plain_text_is_parsed_again_once(vault, index_d
         idx.sync(embed=False)
         assert outlinks(idx) == []
         monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", 1.0)     # the machine is back
+        assert idx.sync(embed=False).updated == 0    # but the retry waits a while: the same busy minute is no test
+        monkeypatch.setattr(indexer.sync, "PLAIN_RETRY_AFTER_S", 0)  # ... and the while is over
         again = idx.sync(embed=False)
         assert again.updated >= 1 and outlinks(idx) == ["Home"]
         assert idx.sync(embed=False).updated == 0                    # and it settles
@@ -172,7 +175,8 @@ def test_a_note_that_fell_back_to_plain_text_is_parsed_again_once(vault, index_d
         assert idx.sync(embed=False).updated == 1                    # tried once more
         assert idx.sync(embed=False).updated == 0                    # then left until it changes
     ledger.record("hostile input", "a note over its parse budget because the machine stalled (SIGSTOP, load)",
-                  "parsed again at the next sync; a note over budget twice on the same content is left as plain text")
+                  "parsed again by a sync at least a minute later (not a rebuild's own catch-up); a note over budget "
+                  "twice on the same content is left as plain text")
 
 
 def test_a_note_indexed_as_plain_text_goes_into_a_context_pack(vault, index_dir, monkeypatch):
@@ -196,3 +200,35 @@ def test_a_note_indexed_as_plain_text_goes_into_a_context_pack(vault, index_dir,
         assert packed.changed == [] and [p.path for p in packed.results] == ["Slow.md"]
         write(vault / "Slow.md", "# Slow heading\n\nzanzibarword, edited\n")
         assert indexed_lines(idx, "Slow.md") is None   # an edit since still counts as one
+
+
+def test_a_rebuilds_catch_up_sync_does_not_spend_the_plain_text_retry(vault, index_dir, monkeypatch):
+    """The rebuild parses every note, then syncs once more after the swap:
+    that second look comes seconds after the first, on the same busy machine,
+    and must leave the retry for a later sync."""
+    from conftest import write
+
+    import indexer.parse
+    import indexer.sync
+    from vault_search import Index
+
+    write(vault / "Linked.md", "# Linked\n\nsee [[Home]] #linkedtag\n")
+
+    def stored(idx) -> str:
+        return idx.writer.conn.execute("SELECT hash FROM notes WHERE path = 'Linked.md'").fetchone()[0]
+
+    with Index.open(vault, index_dir, create=True) as idx:
+        idx.sync(embed=False)
+    monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", -1.0)
+    with Index.open(vault, index_dir, rebuild=True) as idx:
+        idx.sync(embed=False)
+    with Index.open(vault, index_dir) as idx:
+        assert indexer.sync.PLAIN_MARK + "@" in stored(idx)   # still waiting for its retry
+        monkeypatch.setattr(indexer.parse, "PARSE_SECONDS", 1.0)
+        monkeypatch.setattr(indexer.sync, "PLAIN_RETRY_AFTER_S", 0)
+        retried = idx.sync(embed=False)
+        assert retried.updated == retried.scanned   # every note had fallen back: each is parsed again
+        assert indexer.sync.PLAIN_MARK not in stored(idx)
+        assert [row[0] for row in idx.writer.conn.execute(
+            "SELECT target FROM links JOIN notes ON notes.id = links.source_id WHERE notes.path = 'Linked.md'")] \
+            == ["Home"]

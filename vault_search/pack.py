@@ -71,7 +71,7 @@ def indexed_lines(index: Index, path: str) -> list[str] | None:
     try:
         data = note_bytes(index, path)
         # A note indexed as plain text carries a mark on its stored hash (indexer.sync.PLAIN_MARK).
-        if hashlib.blake2b(data, digest_size=16).hexdigest() != row[0].removesuffix(PLAIN_MARK):
+        if hashlib.blake2b(data, digest_size=16).hexdigest() != row[0].partition(PLAIN_MARK)[0]:
             return None
         text = decode_note(data)[0]
         if "\r" in text:
