@@ -515,16 +515,28 @@ def _who(holder: tuple[int, str]) -> str:
 
 
 def _server_from_before_the_lock(index_dir: Path) -> tuple[int, str] | None:
+    """A `serve` that holds no ``serve.lock`` (from before it existed): its
+    ``server.json`` names a live pid and a port that takes a connection. Both,
+    so a stale file whose pid was reused never refuses a rebuild for good."""
+    import socket
+
     try:
-        pid = _json_object((index_dir / SERVER_FILE).read_bytes()).get("pid")
+        info = _json_object((index_dir / SERVER_FILE).read_bytes())
     except OSError:
         return None
+    pid, host, port = info.get("pid"), info.get("host"), info.get("port")
     if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
         return None
     try:
         os.kill(pid, 0)
     except PermissionError:
         pass   # another user's process: alive
+    except OSError:
+        return None
+    if not isinstance(host, str) or not isinstance(port, int) or not 0 < port < 65536:
+        return None
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
     except OSError:
         return None
     return pid, "serve"

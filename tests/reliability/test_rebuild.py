@@ -265,6 +265,31 @@ def test_a_rebuild_for_another_vault_is_refused_while_an_mcp_session_keeps_the_i
                   "refused in one line, as under `serve` and `watch`; the session keeps searching its own vault")
 
 
+def test_a_stale_server_file_whose_pid_was_reused_does_not_refuse_a_rebuild(tmp_path, ledger):
+    """No serve.lock (a server from before it existed): server.json counts
+    only while its pid lives and its port takes a connection."""
+    import os
+    import socket
+
+    vault, index, _ = prepared(tmp_path)
+    other = other_vault(tmp_path)
+    assert not (index / "serve.lock").exists()
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        # A live pid (this test's) at a port that answers: a server from before the lock.
+        (index / "server.json").write_text(json.dumps({"pid": os.getpid(), "host": "127.0.0.1", "port": port}))
+        r = run(other, index, "index", "--rebuild", "--no-embed")
+        assert r.returncode == 1 and f"in use by `vault-search serve` (pid {os.getpid()})" in r.stderr, r
+    # The same live pid (reused by another program), its port closed: stale.
+    r = run(other, index, "index", "--rebuild", "--no-embed")
+    assert r.returncode == 0, r.stderr
+    assert hits(other, index, "xenolithalien") == ["Alien.md"]
+    ledger.record("concurrency", "a server.json left by a killed server whose pid now belongs to another program",
+                  "ignored (its port takes no connection): `index --rebuild` of another vault goes ahead")
+
+
 def test_a_rebuild_for_another_vault_is_not_swapped_in_under_a_server_started_meanwhile(tmp_path, ledger):
     from indexer.errors import VaultMismatchError
     from vault_search import Index
