@@ -60,6 +60,7 @@ REBUILD_LOCK = "rebuild.lock"   # held by the one rebuild running
 # SERVER_FILE: the same names, which this package cannot import).
 RESIDENT_LOCK = "serve.lock"
 SERVER_FILE = "server.json"
+QUERY_LOG = "queries.db"   # vault_search/querylog.py LOG_FILE
 # Each `mcp` session (several may share an index, beside a `serve`) holds its
 # own MCP_LOCK % pid for its life: it keeps the index current as they do.
 MCP_LOCK = "mcp.%d.lock"
@@ -294,7 +295,10 @@ class IndexWriter:
         faults.point("swap")
         with writer_lock(live):
             _refuse_foreign_rebuild(live, self.config.vault)   # a `serve` of the old vault started meanwhile?
+            recorded = _recorded_meta(live, "vault")
             _move_over(self.conn, build, live)
+            if recorded and recorded != str(self.config.vault):
+                _set_aside_query_log(live)
         self._rebuild_of = None
         self.config = replace(self.config, index_dir=live)
         self.conn = connect(db_path(live))
@@ -562,6 +566,23 @@ def _refuse_foreign_rebuild(live: Path, vault: Path) -> None:
         raise VaultMismatchError(
             f"the index at {live} is in use by {_who(holder)} for the vault {recorded}; a rebuild for {vault} "
             "would replace that vault's index: stop it first, or use another --index-dir")
+
+
+def _set_aside_query_log(live: Path) -> None:
+    """The index now holds another vault: the old vault's query log (its
+    searches, the paths they hit) must not show in this vault's `log`. It is
+    set aside as ``queries.db.other-vault-<time>``, which nothing reads."""
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.replace(live / (QUERY_LOG + suffix), live / f"{QUERY_LOG}.other-vault-{stamp}{suffix}")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise VaultSearchError(f"cannot set aside the other vault's query log {live / QUERY_LOG}: "
+                                   f"{exc.strerror}") from None
 
 
 def _claim_rebuild(live: Path):

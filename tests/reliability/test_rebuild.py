@@ -265,6 +265,30 @@ def test_a_rebuild_for_another_vault_is_refused_while_an_mcp_session_keeps_the_i
                   "refused in one line, as under `serve` and `watch`; the session keeps searching its own vault")
 
 
+def test_a_rebuild_for_another_vault_sets_the_old_vaults_query_log_aside(tmp_path, ledger):
+    vault, index, _ = prepared(tmp_path)
+    other = other_vault(tmp_path)
+    for folder in (vault, other):
+        write(folder / ".vault-search.toml", "log_queries = true\n")
+    assert run(vault, index, "search", "secretquerywordofvaulta", "--mode", "fts", "--no-server").returncode == 0
+    r = run(vault, index, "log", "--json")
+    assert [e["query"] for e in json.loads(r.stdout)["entries"]] == ["secretquerywordofvaulta"], r
+
+    assert run(other, index, "index", "--rebuild", "--no-embed").returncode == 0
+    r = run(other, index, "log", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["entries"] == [], r
+    assert not (index / "queries.db").exists()
+    assert len([p for p in index.glob("queries.db.other-vault-*") if not p.name.endswith(("-wal", "-shm"))]) == 1
+    # A rebuild of the same vault keeps its own log.
+    assert run(other, index, "search", "xenolithalien", "--mode", "fts", "--no-server").returncode == 0
+    assert run(other, index, "index", "--rebuild", "--no-embed").returncode == 0
+    r = run(other, index, "log", "--json")
+    assert [e["query"] for e in json.loads(r.stdout)["entries"]] == ["xenolithalien"], r
+    ledger.record("concurrency", "`index --rebuild` of another vault into an index folder with a query log",
+                  "the old vault's log is set aside (queries.db.other-vault-<time>): its searches never show "
+                  "in the new vault's `log`; a rebuild of the same vault keeps its log")
+
+
 def test_a_stale_server_file_whose_pid_was_reused_does_not_refuse_a_rebuild(tmp_path, ledger):
     """No serve.lock (a server from before it existed): server.json counts
     only while its pid lives and its port takes a connection."""
