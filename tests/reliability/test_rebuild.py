@@ -251,7 +251,7 @@ def test_a_rebuild_for_another_vault_is_refused_while_an_mcp_session_keeps_the_i
         async with Client(params, read_timeout_seconds=60) as client:
             r = run(other, index, "index", "--rebuild", "--no-embed")
             assert r.returncode == 1 and r.stderr.count("\n") == 1, r
-            assert f"in use by `vault-search mcp` (pid " in r.stderr and f"for the vault {vault}" in r.stderr, r.stderr
+            assert "in use by `vault-search mcp` (pid " in r.stderr and f"for the vault {vault}" in r.stderr, r.stderr
             assert not (index / "rebuild").exists()
             found = await client.call_tool("search", {"query": "numbatlater", "mode": "fts"})
             assert [h["path"] for h in found.structured_content["results"]] == ["Later.md"], found
