@@ -476,7 +476,7 @@ class SessionLock:
     def __init__(self, index_dir: str | os.PathLike):
         import fcntl
 
-        self.path: Path | None = Path(index_dir) / (MCP_LOCK % os.getpid())
+        self.path = Path(index_dir) / (MCP_LOCK % os.getpid())
         self.fd: int | None = None
         try:
             Path(index_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
