@@ -365,8 +365,13 @@ class IndexWriter:
         self._identity = identity
         self._segmenter = None
         self.generation += 1
-        if not self._embedder_given:
-            self._embedder = None  # a rebuild may have chosen another model
+        recorded = get_meta(conn, "embed_model")
+        if not self._embedder_given or (self._embedder is not None and recorded
+                                        and self._embedder.spec != recorded):
+            # A rebuild may have chosen another model: a resident's shared
+            # embedder of the old one would embed queries the new vectors cannot match.
+            self._embedder = None
+            self._embedder_given = False
 
 
 def _identity_of(index_dir: str | os.PathLike) -> Identity | None:

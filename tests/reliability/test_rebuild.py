@@ -289,6 +289,47 @@ def test_a_rebuild_for_another_vault_sets_the_old_vaults_query_log_aside(tmp_pat
                   "in the new vault's `log`; a rebuild of the same vault keeps its log")
 
 
+def test_a_rebuild_with_another_model_beside_serve_is_searched_by_meaning_with_it(tmp_path, ledger):
+    """The server's reader shares the watcher's embedder; after a rebuild
+    with another model it must embed queries with that model (it kept the
+    old one and answered every vector and hybrid search with an error)."""
+    vault, index, _ = prepared(tmp_path)   # hash:64
+    proc, info = start_server(vault, index)
+    port = info["port"]
+
+    def ask(mode, query="numbatlater"):
+        conn = HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request("GET", "/search?" + urlencode({"query": query, "mode": mode}),
+                         headers={"Host": f"127.0.0.1:{port}"})
+            response = conn.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            conn.close()
+
+    try:
+        assert ask("vector")[0] == 200
+        r = run(vault, index, "index", "--rebuild", "--model", "hash:32")
+        assert r.returncode == 0, r.stderr
+        wait_for(lambda: ask("fts")[1]["results"] and ask("vector")[0] == 200, timeout=10)
+        status, data = ask("vector")
+        assert status == 200 and data["results"], data
+        status, data = ask("hybrid")
+        assert status == 200 and data["results"][0]["path"] == "Later.md", data
+        write(vault / "Inbox/afterwards.md", "# Afterwards\n\nquokkaafter written after the rebuild\n")
+        wait_for(lambda: ask("hybrid", "quokkaafter")[1].get("results", [{}])[0].get("path")
+                 == "Inbox/afterwards.md", timeout=10)
+    finally:
+        stop(proc)
+    import numpy as np
+
+    matrix = np.load(index / "vectors.npy", mmap_mode="r")
+    assert matrix.shape[1] == 32 and matrix.shape[0] == len(np.load(index / "vectors.ids.npy"))
+    ledger.record("concurrency", "`index --rebuild --model OTHER` beside `serve`",
+                  "the server's vector and hybrid searches use the new model at once (they failed until a "
+                  "restart); the watcher embeds new notes with it")
+
+
 def test_a_stale_server_file_whose_pid_was_reused_does_not_refuse_a_rebuild(tmp_path, ledger):
     """No serve.lock (a server from before it existed): server.json counts
     only while its pid lives and its port takes a connection."""
