@@ -44,27 +44,21 @@ from pathlib import Path
 
 from vault_search import Index
 
+# The scoring is the product's (`vault-search bench` scores a person's own items
+# alike); KINDS, score_ranking and summarise stay importable from here.
+from vault_search.bench import KINDS as KINDS
+from vault_search.bench import MODES, KnownItem, evaluate, kind_order, misses
+from vault_search.bench import score_ranking as score_ranking
+from vault_search.bench import summarise as summarise
+
 from .beir import load_beir
-from .metrics import hit_at_k, mrr_at_k, percentile, recall_at_k
 from .report import REPO, git_commit, md_table, sync_progress, write_report
 
-K = 10                   # ranks scored (MRR@10, R@10), and the limit asked for
-KINDS = ("question", "paraphrase", "keyword", "crosslingual", "title-ish")   # devsets/README.md order
-MODES = ("fts", "vector", "hybrid")
 PARTIAL_FRACTION = 0.5   # issue 14, target 3: "40-60% of chunks with vectors"
 OFFTOPIC_SETS = ("cmrc2018", "scifact")
 OFFTOPIC_QUERIES = 40    # issue 14, target 4: "the first 40 ... and the first 40 ..."
 DATASETS = REPO.parent / "shared" / "eval" / "datasets"
 MANIFEST = "known-items-build.json"
-
-
-@dataclass(frozen=True)
-class KnownItem:
-    id: str
-    query: str
-    kind: str
-    targets: tuple[str, ...]
-    lang: str = ""
 
 
 def load_known_items(path: str | os.PathLike, vault_name: str) -> list[KnownItem]:
@@ -184,53 +178,6 @@ def build_index(vault: Path, work: Path, model: str, embed: bool, vault_name: st
                                    indent=2) + "\n", encoding="utf-8")
     embedded = report.embedding.embedded if report.embedding else 0
     return BuiltIndex(copy, index_dir, reused, forced, copied, embedded, waiting, seconds)
-
-
-# -- scoring --------------------------------------------------------------------
-
-def score_ranking(paths: list[str], targets: tuple[str, ...]) -> dict:
-    """hit@1, MRR@10, R@10 and the first target's rank (None: not in the top 10)."""
-    rel = {t: 1 for t in targets}
-    rank = next((i + 1 for i, p in enumerate(paths[:K]) if p in rel), None)
-    return {"hit@1": float(hit_at_k(paths, rel, 1)), "mrr@10": mrr_at_k(paths, rel, K),
-            "r@10": recall_at_k(paths, rel, K), "rank": rank}
-
-
-def kind_order(kinds) -> list[str]:
-    """The kinds present, in ``KINDS`` order, then any others by name."""
-    present = set(kinds)
-    return [k for k in KINDS if k in present] + sorted(present - set(KINDS))
-
-
-def summarise(rows: list[dict]) -> dict[str, dict]:
-    """Mean hit@1, MRR@10 and R@10 per kind (in ``KINDS`` order) and over all."""
-    kinds = kind_order(r["kind"] for r in rows)
-    groups = {k: [r for r in rows if r["kind"] == k] for k in kinds} | {"all": rows}
-    return {k: {"n": len(g), **{m: round(sum(r[m] for r in g) / len(g), 4) if g else 0.0
-                                for m in ("hit@1", "mrr@10", "r@10")}}
-            for k, g in groups.items()}
-
-
-def evaluate(idx: Index, items: list[KnownItem], mode: str | None) -> dict:
-    """Every item through ``Index.search`` (``mode`` None: the default mode)."""
-    rows, latencies, modes_seen, warned = [], [], set(), 0
-    for item in items:
-        t0 = time.perf_counter()
-        response = idx.search(item.query, mode=mode, limit=K)
-        latencies.append((time.perf_counter() - t0) * 1000)
-        modes_seen.add(response.mode)
-        warned += bool(response.warnings)
-        paths = [r.path for r in response.results]
-        rows.append({"id": item.id, "kind": item.kind, "query": item.query, "targets": list(item.targets),
-                     "first": paths[0] if paths else None, **score_ranking(paths, item.targets)})
-    return {"mode": "/".join(sorted(modes_seen)) or (mode or "-"), "metrics": summarise(rows),
-            "latency_ms_p50": round(percentile(latencies, 50), 2), "warned": warned, "rows": rows}
-
-
-def misses(rows: list[dict], n: int) -> list[dict]:
-    """The first ``n`` queries whose target is not the first result."""
-    return [{k: r[k] for k in ("id", "kind", "query", "targets", "rank", "first")}
-            for r in rows if not r["hit@1"]][:n]
 
 
 # -- issue 14, target 3: a half-embedded index ----------------------------------

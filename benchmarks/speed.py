@@ -146,18 +146,13 @@ def _ms(values: list[float]) -> dict:
 def warm_latency(idx: Index, modes: list[str], rounds: int = 3) -> dict:
     """Per mode, p50/p95 over ``rounds`` rounds of the 20 queries, and the
     p50 of the first round apart (``first_p50``: queries this process has not
-    seen) from the later ones (``repeat_p50``: what the per-process caches of
+    seen) from the later ones (``repeat_p50``: what the reader's caches of
     query embeddings and name n-grams save an agent that asks again)."""
-    from vault_search import search
-
     idx.search("预热 warm-up", mode=modes[0])
     out = {}
     for mode in modes:
-        # New to the process in the first round: no query vector or name n-grams remembered.
-        search._query_vectors.clear()
-        remembered = getattr(search, "_name_grams", getattr(search, "_grams", None))   # older code: _grams
-        if hasattr(remembered, "cache_clear"):
-            remembered.cache_clear()
+        # New to the reader in the first round: no query vector or name n-grams remembered.
+        idx.forget_queries()
         times = []
         for _ in range(rounds):
             for q in ZH_QUERIES + EN_QUERIES:
@@ -192,7 +187,7 @@ def vector_scaling(sizes: list[int], dim: int = SCALE_DIM, queries: int = 20) ->
             q = rng.standard_normal(dim).astype(np.float32)
             q /= np.linalg.norm(q)
             t0 = time.perf_counter()
-            vi.top_chunks(q, 200)
+            vi.nearest_rows(q, 200)
             times.append((time.perf_counter() - t0) * 1000)
         out.append({"rows": n, "matrix_mb": round(matrix.nbytes / 1048576, 1), "load_s": round(load_s, 3),
                     "top200_ms_p50": round(percentile(times, 50), 2), "top200_ms_p95": round(percentile(times, 95), 2)})
@@ -228,7 +223,7 @@ def model_costs(vault: Path, sample: int = 64) -> dict:
 class ModelCostEmbedder(HashEmbedder):
     """The hash embedder's vectors (those the growth study's matrix holds) at
     the default model's cost: each query is embedded by the model too, so a
-    warm hybrid timing includes a real query embedding, and the per-process
+    warm hybrid timing includes a real query embedding, and the reader's
     cache of query vectors saves it on a repeat, as it does in use."""
 
     def __init__(self, dim: int):

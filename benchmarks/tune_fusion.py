@@ -1,14 +1,25 @@
-"""Choose the hybrid fusion defaults (RRF k, depth, weights) from measurements.
+"""Tune the ranking model (``vault_search/search/weights.py``) on measurements.
 
     python -m benchmarks.tune_fusion ../shared/eval --work /tmp/bench
+    python -m benchmarks.tune_fusion ../shared/eval --work /tmp/bench --grid rrf_k=5,10 --grid title=0.5,1,2
 
-Each retriever's ranked list is computed once per query; every parameter
-combination is then fused offline with the same ``rrf`` function the engine
-uses, and scored by nDCG@10 and recall@10 on five runs: scifact (300
-claims), and xquad Chinese and English same-language and the two
-cross-lingual directions (400 questions each). Settings are listed by their
-mean nDCG@10 over the five runs. The first run embeds scifact (about 40
-minutes on 2 cores); ``--work`` keeps the indexes for the next.
+What is tuned is what ships: each query goes through the engine's own
+stages 1-3 once (``plan.prepare``, ``plan.plan_query``: coverage, the
+cross-lingual rules, the side queries; ``lists.retriever_lists``: every list
+the hybrid fuses, keyword, proximity, translated, vector, latent and title),
+and its names and each candidate note's evidence are read once. Every
+setting of the grid is then a ``weights.Model``: the query's weights come
+from ``weights.fusion_weights`` under that model, and stages 4-6 run as in a
+search (``fusion.rrf``, ``boosts.put_first``, ``relevance.cut``), so the
+first ten notes are the ones the engine would show under that model. A
+setting's depth cuts the lists computed at the deepest one (a shallower
+search would read fewer chunks: an approximation below the deepest depth).
+
+Scored by nDCG@10 and recall@10 on five runs: scifact (300 claims), and
+xquad Chinese and English same-language and the two cross-lingual
+directions (400 questions each); settings are listed by their mean nDCG@10
+over the runs. The first run embeds scifact (about 40 minutes on 2 cores);
+``--work`` keeps the indexes for the next.
 """
 
 from __future__ import annotations
@@ -16,13 +27,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from vault_search.filters import SearchFilters
-from vault_search.fusion import rrf
-from vault_search.keyword import term_coverage
-from vault_search.query import fts_query
-from vault_search.search import foreign_query, retriever_lists, side_queries
+from vault_search.fusion import Fused, rrf
+from vault_search.hits import ChunkHit
+from vault_search.options import SearchOptions
+from vault_search.reader import Reader
+from vault_search.search.boosts import NameMatch, name_matches, put_first
+from vault_search.search.lists import first_chunks, retriever_lists
+from vault_search.search.plan import QueryPlan, plan_query, prepare
+from vault_search.search.relevance import Evidence, cut, evidence, evidence_head
+from vault_search.search.weights import FUSION_DEPTH, MODEL, Model, fusion_weights
 
 from .beir import load_beir
 from .metrics import ndcg_at_k, recall_at_k
@@ -35,64 +51,122 @@ RUNS = [  # (name, dataset, split, doc_lang, query_lang, work folder, queries)
     ("en->zh", "xquad", "test_cross_language", "zh", "en", "xq-zh", 400),
     ("zh->en", "xquad", "test_cross_language", "en", "zh", "xq-en", 400),
 ]
-DEPTH = 100
+# The settings tried by default: the rank constant, the keyword list's base
+# weight and the lists' depth (the rest of the model as it ships).
+GRID = {"rrf_k": [5, 10, 20, 60], "keyword": [1.0, 1.5, 2.0]}
+DEPTHS = [50, FUSION_DEPTH]
+TOP = 10   # the page scored
 
 
-def lists_for(idx, text):
-    """The keyword and vector lists, DEPTH notes each, as the hybrid computes
-    them before fusing (the vector list steered by the query's translation
-    when it has one), and the query's word coverage."""
-    fq = fts_query(text, idx.segmenter)
-    coverage = term_coverage(idx.conn, fq.terms)
-    translation, near = side_queries(idx, text, fq, "hybrid", coverage, foreign_query(idx, fq))
-    lists, _ = retriever_lists(idx, text, fq, SearchFilters(), "hybrid", DEPTH, translation, near)
-    return lists["fts"], lists.get("vector", []), coverage
+@dataclass
+class Query:
+    """One query as the engine saw it before fusing, read once."""
+    plan: QueryPlan
+    lists: dict[str, list[ChunkHit]]
+    named: list[NameMatch]            # the notes whose name it is
+    openings: dict[int, int]          # ... and their first chunks
+    proofs: dict[int, Evidence]       # every candidate note's evidence
+
+    @classmethod
+    def read(cls, reader: Reader, text: str, depth: int) -> Query:
+        """Stages 1-3 of a default hybrid search for ``text``, its lists ``depth`` notes deep."""
+        request = prepare(text, SearchOptions(mode="hybrid", limit=TOP, depth=depth), reader.config)
+        with reader.snapshot():
+            plan = plan_query(reader, request)
+            lists = retriever_lists(reader, plan).lists
+            named = name_matches(reader.conn, plan)
+            openings = first_chunks(reader.conn, [m.note_id for m in named], plan.filters)
+            # A note's evidence is the same under any weights: read once, for every candidate.
+            every = put_first(rrf(lists, {}, MODEL.rrf_k), named, openings)
+            proofs = evidence(reader.conn, plan, every, lists)
+        return cls(plan, lists, named, openings, proofs)
+
+    def ranking(self, model: Model, depth: int) -> list[Fused]:
+        """The first TOP notes a search shows under ``model``, its lists ``depth`` notes deep."""
+        lists = {name: hits[:depth] for name, hits in self.lists.items()}
+        weights = fusion_weights(self.plan.features(lists), self.plan.options, model)
+        fused = put_first(rrf(lists, weights.lists, weights.k), self.named, self.openings)
+        return cut(self.plan, evidence_head(self.plan, fused), self.proofs).fused[:TOP]
+
+
+@dataclass
+class Run:
+    """One run's queries and their relevant documents."""
+    queries: list[tuple[Query, dict[str, int]]]
+    doc_of: dict[int, str]            # note id -> the corpus document it is
+
+    def score(self, ranked: list[list[int]]) -> tuple[float, float]:
+        """Mean nDCG@10 and recall@10 of each query's ranked note ids."""
+        ndcg = rec = 0.0
+        for (_, rel), notes in zip(self.queries, ranked):
+            docs = [self.doc_of[n] for n in notes]
+            ndcg += ndcg_at_k(docs, rel, TOP)
+            rec += recall_at_k(docs, rel, TOP)
+        return ndcg / len(self.queries), rec / len(self.queries)
+
+
+def read_runs(eval_dir: Path, work: Path) -> dict[str, Run]:
+    runs = {}
+    for name, dataset, split, doc_lang, query_lang, folder, queries in RUNS:
+        ds = load_beir(eval_dir / "datasets" / dataset, split, sample=queries, doc_lang=doc_lang,
+                       query_lang=query_lang)
+        idx, paths, _ = build_index(ds, work / folder, embed=True)
+        doc_of_path = {p: d for d, p in paths.items()}
+        doc_of = {nid: doc_of_path[p] for nid, p in idx.conn.execute("SELECT id, path FROM notes")}
+        runs[name] = Run([(Query.read(idx, text, max(DEPTHS)), ds.qrels[qid]) for qid, text in ds.queries.items()],
+                         doc_of)
+        idx.close()
+        print(f"{name}: {len(runs[name].queries)} queries read", file=sys.stderr)
+    return runs
+
+
+def settings(grid: dict[str, list[float]]) -> list[tuple[Model, int]]:
+    """Every combination of the grid's values (a model each) with every depth."""
+    names = list(grid)
+    return [(replace(MODEL, **dict(zip(names, values))), depth)
+            for values in itertools.product(*grid.values()) for depth in DEPTHS]
+
+
+def parse_grid(specs: list[str]) -> dict[str, list[float]]:
+    """``--grid NAME=V1,V2`` options as {model parameter: values}."""
+    known = {f.name for f in fields(Model)}
+    grid = {}
+    for spec in specs:
+        name, _, values = spec.partition("=")
+        if name not in known or not values:
+            raise SystemExit(f"--grid takes NAME=V1,V2 with NAME one of {', '.join(sorted(known))}: {spec!r}")
+        grid[name] = [float(v) for v in values.split(",")]
+    return grid
+
+
+def print_baselines(runs: dict[str, Run]) -> None:
+    """Each list alone, and the mean coverage, per run."""
+    for name, run in runs.items():
+        coverage = [q.plan.coverage or 0.0 for q, _ in run.queries]
+        print(f"mean coverage {name}: {sum(coverage) / len(coverage):.3f}")
+        for label in ("fts", "vector"):
+            ndcg, rec = run.score([[h.note_id for h in q.lists.get(label, [])[:TOP]] for q, _ in run.queries])
+            print(f"baseline {name:7s} {label:6s} nDCG@10 {ndcg:.4f} R@10 {rec:.3f}")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.tune_fusion", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.tune_fusion", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("eval_dir", type=Path, help="the shared eval folder (holding datasets/)")
     ap.add_argument("--work", type=Path, required=True, help="folder for the (reusable) indexes")
+    ap.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
+                    help="values of a weights.Model parameter to try (repeatable; default: "
+                         + " ".join(f"{k}={','.join(map(str, v))}" for k, v in GRID.items()) + ")")
     args = ap.parse_args(argv)
-
-    cached = {}
-    for name, dataset, split, doc_lang, query_lang, folder, queries in RUNS:
-        ds = load_beir(args.eval_dir / "datasets" / dataset, split, sample=queries, doc_lang=doc_lang,
-                       query_lang=query_lang)
-        idx, paths, _ = build_index(ds, args.work / folder, embed=True)
-        note_doc = {nid: p for nid, p in idx.conn.execute("SELECT id, path FROM notes")}
-        doc_of = {p: d for d, p in paths.items()}
-        per_query = []
-        for qid, text in ds.queries.items():
-            fts, vec, cov = lists_for(idx, text)
-            per_query.append((fts, vec, ds.qrels[qid], cov))
-        cached[name] = (per_query, note_doc, doc_of)
-        idx.close()
-        print(f"{name}: {len(per_query)} queries cached", file=sys.stderr)
-
-    grid = list(itertools.product([5, 10, 20, 60], [50, 100], [0.5, 1.0, "cov", "cov2", "1.5cov2", "2cov2"], [1.0]))
+    grid = parse_grid(args.grid) if args.grid else GRID
+    runs = read_runs(args.eval_dir, args.work)
+    print_baselines(runs)
     rows = []
-    for k, depth, w_fts, w_vec in grid:
-        scores = {}
-        for name, (per_query, note_doc, doc_of) in cached.items():
-            ndcg = rec = 0.0
-            for fts, vec, rel, cov in per_query:
-                w = {"cov": cov, "cov2": cov ** 2, "1.5cov2": 1.5 * cov ** 2, "2cov2": 2 * cov ** 2}.get(w_fts, w_fts)
-                fused = rrf({"fts": fts[:depth], "vector": vec[:depth]}, {"fts": w, "vector": w_vec}, k)
-                ranked = [doc_of[note_doc[f.note_id]] for f in fused[:10]]
-                ndcg += ndcg_at_k(ranked, rel, 10)
-                rec += recall_at_k(ranked, rel, 10)
-            scores[name] = (ndcg / len(per_query), rec / len(per_query))
-        rows.append(((k, depth, w_fts, w_vec), scores))
-    for name, (per_query, note_doc, doc_of) in cached.items():
-        print(f"mean coverage {name}: {sum(q[3] for q in per_query) / len(per_query):.3f}")
-        for label, pick in (("fts", 0), ("vector", 1)):
-            ndcg = sum(ndcg_at_k([doc_of[note_doc[h.note_id]] for h in q[pick][:10]], q[2], 10)
-                       for q in per_query) / len(per_query)
-            rec = sum(recall_at_k([doc_of[note_doc[h.note_id]] for h in q[pick][:10]], q[2], 10)
-                      for q in per_query) / len(per_query)
-            print(f"baseline {name:7s} {label:6s} nDCG@10 {ndcg:.4f} R@10 {rec:.3f}")
-    print("k depth w_fts w_vec | " + " | ".join(f"{n} nDCG R@10" for n in cached) + " | mean nDCG")
+    for model, depth in settings(grid):
+        scores = {name: run.score([[f.note_id for f in q.ranking(model, depth)] for q, _ in run.queries])
+                  for name, run in runs.items()}
+        rows.append(((*(getattr(model, k) for k in grid), depth), scores))
+    print(" ".join([*grid, "depth"]) + " | " + " | ".join(f"{n} nDCG R@10" for n in runs) + " | mean nDCG")
     rows.sort(key=lambda r: -sum(v[0] for v in r[1].values()))
     for params, scores in rows:
         mean = sum(v[0] for v in scores.values()) / len(scores)

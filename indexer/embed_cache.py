@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import faults
 from .segment import default_cache_dir
+from .store import transaction
 
 log = logging.getLogger("vault_search.cache")
 
@@ -169,8 +169,7 @@ class EmbeddingCache:
                         found[digest] = vector
             now = int(time.time())
             if bad or found:
-                with self.conn:
-                    self.conn.execute("BEGIN IMMEDIATE")
+                with transaction(self.conn, "cache-get"):
                     if bad:
                         self.conn.executemany("DELETE FROM vectors WHERE model = ? AND digest = ?",
                                               [(model, d) for d in bad])
@@ -192,11 +191,9 @@ class EmbeddingCache:
             blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
             rows.append((model, digest, int(vector.shape[0]), blob, zlib.crc32(blob), now))
         try:
-            with self.conn:
-                self.conn.execute("BEGIN IMMEDIATE")
+            with transaction(self.conn, "cache-put"):
                 self.conn.executemany("INSERT OR REPLACE INTO vectors (model, digest, dim, vector, crc, used) "
                                       "VALUES (?, ?, ?, ?, ?, ?)", rows)
-                faults.point("cache-put")
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
 
@@ -217,8 +214,7 @@ class EmbeddingCache:
                 return 0
             count = self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
             drop = count - int(count * TRIM_TO * self.limit / size)
-            with self.conn:
-                self.conn.execute("BEGIN IMMEDIATE")
+            with transaction(self.conn, "cache-trim"):
                 self.conn.execute("DELETE FROM vectors WHERE (model, digest) IN "
                                   "(SELECT model, digest FROM vectors ORDER BY used LIMIT ?)", (max(drop, 1),))
             return max(drop, 1)
@@ -242,8 +238,7 @@ class EmbeddingCache:
         """Forget every vector; how many there were."""
         if self.conn is None:
             return 0
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
+        with transaction(self.conn, "cache-clear"):
             n = self.conn.execute("DELETE FROM vectors").rowcount
         self.conn.execute("VACUUM")
         return n

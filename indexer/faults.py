@@ -12,14 +12,15 @@ tests) every point is a dictionary lookup and nothing else.
 Points: ``scan`` (after the vault was scanned, before anything is written),
 ``fts-batch`` (after a batch of notes was committed), ``resolve`` (before the
 final transaction: links, deletions, bookkeeping), ``embed-batch`` (after a
-batch of vectors was committed), ``cache-put`` (inside the embedding
-cache's write, before its commit), ``query-log`` (inside the query log's
-write, before its commit), ``matrix-files`` (after the two matrix
+batch of vectors was committed), ``matrix-files`` (after the two matrix
 files were renamed into place, before the db records them), ``matrix-ids``
 (between the two renames), ``read`` (opening a note to read it), ``swap``
 (a rebuild, before it replaces the old index), ``swapped`` (a rebuild, after it
-replaced the old index, before its catch-up sync), and ``txn:NAME`` inside every write transaction just before its
-COMMIT (``store.WRITE_TRANSACTIONS`` lists the names).
+replaced the old index, before its catch-up sync), and one inside every
+write transaction just before its COMMIT (``store.transaction``): ``txn:NAME``
+in the index's (``store.WRITE_TRANSACTIONS`` lists the names), ``cache-get``,
+``cache-put``, ``cache-trim`` and ``cache-clear`` in the embedding cache's,
+``query-log`` in the query log's.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import dataclass, field
 
 # Comments: HTML's and Obsidian's (``%% ... %%``). Either may span lines, and
 # one left open hides the rest of the note, as in Obsidian; inside code they
@@ -257,86 +258,107 @@ def reading_text(text: str) -> str:
     raises, and runs in time about linear in the text."""
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")     # as CommonMark does; it also keeps _inline's marks unique
-    lines = text.split("\n")
-    out: list[str] = []
-    fence: tuple[str, int, bool] | None = None   # (mark, run length, opened inside a quote)
-    comment_end: str | None = None               # the end mark of a comment still open
-    resume: tuple[int, int] | None = None        # (line, column) just past a tag begun above
-    table_separator = -1                         # the separator row of the table being read
-    in_table = False
-    for i, line in enumerate(lines):
-        if fence:
-            mark, size, in_quote = fence
-            quote = QUOTE_RE.match(line) if in_quote else None
-            if not in_quote or quote:
-                body = line[quote.end():] if quote else line
-                close = FENCE_CLOSE_RE.match(body)
-                if close and close.group(1)[0] == mark and len(close.group(1)) >= size:
-                    fence = None
-                    out.append("")
-                else:
-                    out.append(body.rstrip())
-                continue
-            fence = None          # the quote ended, and the code block in it
-        inside = False            # the line goes on from a comment or tag: no block markup
-        if resume:
-            if resume[0] > i:
-                out.append("")
-                continue
-            line, resume, inside = line[resume[1]:], None, True
-        if comment_end:
-            end = line.find(comment_end)
-            if end < 0:
-                out.append("")
-                continue
-            line, comment_end, inside = line[end + len(comment_end):], None, True
-        quoted = None if inside else QUOTE_RE.match(line)
-        if quoted:
-            line = line[quoted.end():]
-        opening = None if inside else FENCE_RE.match(line)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = (opening.group(1)[0], len(opening.group(1)), bool(quoted))
-            in_table = False
-            out.append("")
-            continue
-        line, comment_end = _without_comments(line)
-        if "<" in line and not comment_end:
-            start = line.rfind("<")
-            if HTML_TAG_START_RE.match(line, start):
-                resume = _tag_end(lines, i, line[start:], bool(quoted))
-                if resume:
-                    line = line[:start]
-        fallback = ""
-        if quoted and (callout := CALLOUT_RE.match(line)):
-            # A callout's title, or its type when it has none.
-            line = line[callout.end():]
-            fallback = callout.group(1).split("|")[0].strip().capitalize()
-        if inside:
-            out.append(SPACES_RE.sub(" ", _inline(line)).strip())
-            continue
-        if not line.strip():
-            in_table = False
-            out.append(fallback)
-            continue
-        if i == table_separator or RULE_RE.match(line) or (SETEXT_RE.match(line) and out and out[-1]):
-            out.append("")
-            continue
-        if not in_table and "|" in line and i + 1 < len(lines):
-            below = lines[i + 1]
-            if quoted and (q := QUOTE_RE.match(below)):
-                below = below[q.end():]
-            if _is_table_separator(below) and len(_table_cells(below)) == len(_table_cells(line)):
-                in_table, table_separator = True, i + 1
-        row = line.strip()
-        if (in_table and "|" in line) or (len(row) > 1 and row[0] == "|" and row[-1] == "|"):
-            # A row, also one cut from its header (a chunk may start inside a table).
-            out.append(_table_row(line))
-            continue
-        in_table = False
-        line = HEADING_RE.sub("", line, count=1)
-        line = LIST_RE.sub("", line, count=1)
-        line = FOOTNOTE_DEF_RE.sub("", line, count=1)
-        if REF_DEF_RE.match(line.strip()):
-            line = ""
-        out.append(SPACES_RE.sub(" ", _inline(line)).strip() or fallback)
-    return "\n".join(out)
+    blocks = _Blocks(text.split("\n"))
+    for i, line in enumerate(blocks.lines):
+        blocks.out.append(_line_text(blocks, i, line))
+    return "\n".join(blocks.out)
+
+
+@dataclass(slots=True)
+class _Blocks:
+    """What ``reading_text`` carries from line to line."""
+
+    lines: list[str]
+    out: list[str] = field(default_factory=list)        # the text of each line so far
+    fence: tuple[str, int, bool] | None = None           # (mark, run length, opened inside a quote)
+    comment_end: str | None = None                       # the end mark of a comment still open
+    resume: tuple[int, int] | None = None                # (line, column) just past a tag begun above
+    table_separator: int = -1                            # the separator row of the table being read
+    in_table: bool = False
+
+
+def _line_text(blocks: _Blocks, i: int, line: str) -> str:
+    """Line ``i`` as plain text: inside a code block, the rest of a comment
+    or tag begun above, or a block of its own (``_block_text``)."""
+    if blocks.fence:
+        code = _fenced(blocks, line)
+        if code is not None:
+            return code
+    inside = False            # the line goes on from a comment or tag: no block markup
+    if blocks.resume:
+        if blocks.resume[0] > i:
+            return ""
+        line, blocks.resume, inside = line[blocks.resume[1]:], None, True
+    if blocks.comment_end:
+        end = line.find(blocks.comment_end)
+        if end < 0:
+            return ""
+        line, blocks.comment_end, inside = line[end + len(blocks.comment_end):], None, True
+    quoted = None if inside else QUOTE_RE.match(line)
+    if quoted:
+        line = line[quoted.end():]
+    opening = None if inside else FENCE_RE.match(line)
+    if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+        blocks.fence = (opening.group(1)[0], len(opening.group(1)), bool(quoted))
+        blocks.in_table = False
+        return ""
+    line, blocks.comment_end = _without_comments(line)
+    if "<" in line and not blocks.comment_end:
+        start = line.rfind("<")
+        if HTML_TAG_START_RE.match(line, start):
+            blocks.resume = _tag_end(blocks.lines, i, line[start:], bool(quoted))
+            if blocks.resume:
+                line = line[:start]
+    fallback = ""
+    if quoted and (callout := CALLOUT_RE.match(line)):
+        # A callout's title, or its type when it has none.
+        line = line[callout.end():]
+        fallback = callout.group(1).split("|")[0].strip().capitalize()
+    if inside:
+        return SPACES_RE.sub(" ", _inline(line)).strip()
+    return _block_text(blocks, i, line, bool(quoted), fallback)
+
+
+def _fenced(blocks: _Blocks, line: str) -> str | None:
+    """A line inside a fenced code block, shown as it is (its closing fence
+    as nothing); None when a quote that held the block ended with it."""
+    assert blocks.fence is not None
+    mark, size, in_quote = blocks.fence
+    quote = QUOTE_RE.match(line) if in_quote else None
+    if in_quote and not quote:
+        blocks.fence = None       # the quote ended, and the code block in it
+        return None
+    body = line[quote.end():] if quote else line
+    close = FENCE_CLOSE_RE.match(body)
+    if close and close.group(1)[0] == mark and len(close.group(1)) >= size:
+        blocks.fence = None
+        return ""
+    return body.rstrip()
+
+
+def _block_text(blocks: _Blocks, i: int, line: str, quoted: bool, fallback: str) -> str:
+    """A line that starts a block: blank, a rule, a table row, or a
+    paragraph, heading, list item or footnote line (``fallback`` when it
+    shows nothing: a callout's type)."""
+    if not line.strip():
+        blocks.in_table = False
+        return fallback
+    if i == blocks.table_separator or RULE_RE.match(line) or (SETEXT_RE.match(line) and blocks.out and blocks.out[-1]):
+        return ""
+    if not blocks.in_table and "|" in line and i + 1 < len(blocks.lines):
+        below = blocks.lines[i + 1]
+        if quoted and (q := QUOTE_RE.match(below)):
+            below = below[q.end():]
+        if _is_table_separator(below) and len(_table_cells(below)) == len(_table_cells(line)):
+            blocks.in_table, blocks.table_separator = True, i + 1
+    row = line.strip()
+    if (blocks.in_table and "|" in line) or (len(row) > 1 and row[0] == "|" and row[-1] == "|"):
+        # A row, also one cut from its header (a chunk may start inside a table).
+        return _table_row(line)
+    blocks.in_table = False
+    line = HEADING_RE.sub("", line, count=1)
+    line = LIST_RE.sub("", line, count=1)
+    line = FOOTNOTE_DEF_RE.sub("", line, count=1)
+    if REF_DEF_RE.match(line.strip()):
+        line = ""
+    return SPACES_RE.sub(" ", _inline(line)).strip() or fallback

@@ -12,7 +12,7 @@ import errno
 import fnmatch
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from .config import VaultConfig
@@ -100,9 +100,7 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
     """
     warn = warn or (lambda path, message: None)
     unreadable = unreadable if unreadable is not None else set()
-    rules = IgnoreRules(config.ignore, config.include_dot)
     root = str(config.vault)
-    root_real = os.path.realpath(root)
     top = os.path.join(root, start) if start else root
     try:
         root_stat = os.stat(top)
@@ -114,63 +112,90 @@ def scan_vault(config: VaultConfig, warn: Callable[[str, str], None] | None = No
         elif not gone(exc):
             unreadable.add(start)
         return
-    seen_dirs = {(root_stat.st_dev, root_stat.st_ino)}
-    stack: list[tuple[str, str]] = [(top, start)]
+    walk = _Walk(IgnoreRules(config.ignore, config.include_dot), os.path.realpath(root), warn, unreadable,
+                 seen_dirs={(root_stat.st_dev, root_stat.st_ino)}, stack=[(top, start)])
+    while walk.stack or walk.linked:
+        if not walk.stack:
+            _enter_linked(walk.linked.pop(0), walk.stack, walk.seen_dirs, unreadable, warn)
+            continue
+        yield from _scan_folder(walk, *walk.stack.pop())
+
+
+@dataclass
+class _Walk:
+    """What ``scan_vault`` carries from folder to folder."""
+
+    rules: IgnoreRules
+    root_real: str
+    warn: Callable[[str, str], None]
+    unreadable: set[str]
+    seen_dirs: set[tuple[int, int]]            # (st_dev, st_ino) of every folder entered or queued
+    stack: list[tuple[str, str]]               # folders to list: (path, vault-relative path)
     # Symlinked folders are entered only after every real folder, so a link
     # never claims a folder that is also reachable without it.
-    linked: list[tuple[str, str]] = []
-    while stack or linked:
-        if not stack:
-            _enter_linked(linked.pop(0), stack, seen_dirs, unreadable, warn)
+    linked: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _scan_folder(walk: _Walk, dirpath: str, reldir: str) -> Iterator[ScannedFile]:
+    """One folder's Markdown files; its subfolders go on the walk's stack
+    (in name order), its symlinked ones wait in ``linked``."""
+    warn = walk.warn
+    try:
+        with os.scandir(dirpath) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        if not gone(exc):
+            warn(reldir or ".", f"cannot read folder: {exc.strerror}; what the index has under it is kept")
+            walk.unreadable.add(reldir)
+        return
+    subdirs = []
+    for entry in entries:
+        rel = f"{reldir}/{entry.name}" if reldir else entry.name
+        if not _valid_utf8(entry.name):
+            warn(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                 "file name is not valid UTF-8; skipped (rename it to index it)")
             continue
-        dirpath, reldir = stack.pop()
-        try:
-            with os.scandir(dirpath) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            if not gone(exc):
-                warn(reldir or ".", f"cannot read folder: {exc.strerror}; what the index has under it is kept")
-                unreadable.add(reldir)
+        found = _stat_entry(walk, entry, rel)
+        if found is None:
             continue
-        subdirs = []
-        for entry in entries:
-            rel = f"{reldir}/{entry.name}" if reldir else entry.name
-            if not _valid_utf8(entry.name):
-                warn(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
-                     "file name is not valid UTF-8; skipped (rename it to index it)")
+        st, is_link = found
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if walk.rules.skips(rel, is_dir):
+            continue
+        if is_link:
+            problem = _link_problem(entry.path, walk.root_real, walk.rules, is_dir)
+            if problem:
+                warn(rel, problem)
                 continue
-            is_link = False
-            try:
-                is_link = entry.is_symlink()
-                st = entry.stat(follow_symlinks=True)
-            except OSError as exc:
-                if is_link and gone(exc):
-                    warn(rel, "broken symlink skipped")
-                elif not gone(exc):   # else: vanished between listing and stat
-                    warn(rel, f"cannot read: {exc.strerror}; what the index has for it is kept")
-                    unreadable.add(rel)
-                continue
-            is_dir = stat.S_ISDIR(st.st_mode)
-            if rules.skips(rel, is_dir):
-                continue
-            if is_link:
-                problem = _link_problem(entry.path, root_real, rules, is_dir)
-                if problem:
-                    warn(rel, problem)
-                    continue
-                if is_dir:
-                    linked.append((entry.path, rel))
-                    continue
             if is_dir:
-                key = (st.st_dev, st.st_ino)
-                if key in seen_dirs:
-                    warn(rel, "folder already visited (symlink loop or duplicate link); skipped")
-                    continue
-                seen_dirs.add(key)
-                subdirs.append((entry.path, rel))
-            elif stat.S_ISREG(st.st_mode) and is_markdown(entry.name):
-                yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
-        stack.extend(reversed(subdirs))
+                walk.linked.append((entry.path, rel))
+                continue
+        if is_dir:
+            key = (st.st_dev, st.st_ino)
+            if key in walk.seen_dirs:
+                warn(rel, "folder already visited (symlink loop or duplicate link); skipped")
+                continue
+            walk.seen_dirs.add(key)
+            subdirs.append((entry.path, rel))
+        elif stat.S_ISREG(st.st_mode) and is_markdown(entry.name):
+            yield ScannedFile(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
+    walk.stack.extend(reversed(subdirs))
+
+
+def _stat_entry(walk: _Walk, entry: os.DirEntry, rel: str) -> tuple[os.stat_result, bool] | None:
+    """A folder entry's stat (through a symlink) and whether it is one; None
+    (with a warning where it is worth one) when it cannot be stat'ed."""
+    is_link = False
+    try:
+        is_link = entry.is_symlink()
+        return entry.stat(follow_symlinks=True), is_link
+    except OSError as exc:
+        if is_link and gone(exc):
+            walk.warn(rel, "broken symlink skipped")
+        elif not gone(exc):   # else: vanished between listing and stat
+            walk.warn(rel, f"cannot read: {exc.strerror}; what the index has for it is kept")
+            walk.unreadable.add(rel)
+        return None
 
 
 def _enter_linked(folder: tuple[str, str], stack: list[tuple[str, str]], seen_dirs: set[tuple[int, int]],

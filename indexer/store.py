@@ -16,7 +16,7 @@ import time
 import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from . import faults
 from .errors import IndexCorruptError, IndexNotFoundError, IndexVersionError, VaultSearchError
@@ -35,9 +35,10 @@ PRIVATE_FILE_MODE = 0o600
 # What an index folder holds, by name (and the ``NAME*.tmp`` files of atomic
 # writes): the db, the matrix files (indexer.vectors), the query log
 # (vault_search.querylog), the server's files (vault_search.server, the CLI's
-# `open`), the locks and the rebuild folder (indexer.writer). A folder that
-# holds anything else (the vault, or the home folder, given as --index-dir)
-# keeps its own mode: only these files in it are made private.
+# `open`), the locks (indexer.store, indexer.resident) and the rebuild folder
+# (indexer.rebuild). A folder that holds anything else (the vault, or the home
+# folder, given as --index-dir) keeps its own mode: only these files in it are
+# made private.
 INDEX_FILES = frozenset({
     *(f"{db}{suffix}" for db in (DB_NAME, "queries.db") for suffix in ("", "-wal", "-shm", "-journal")),
     "vectors.npy", "vectors.ids.npy", "server.json", "serve.lock", "serve.log", "write.lock", "rebuild.lock",
@@ -332,23 +333,52 @@ def rollback(conn: sqlite3.Connection) -> None:
             pass
 
 
-# Every write transaction of the index, by name; each has the fault point
-# ``txn:NAME`` just before its COMMIT (tests/reliability/test_transactions.py
-# raises ordinary errors there).
-WRITE_TRANSACTIONS = ("migrate", "model", "dictionary", "notes", "finish", "embeddings", "publish")
+# Every write transaction of each database the project writes, by name. Each
+# has a fault point just before its COMMIT (indexer/faults.py;
+# tests/reliability raise ordinary errors there): ``txn:NAME`` for the
+# index's (tests/reliability/test_transactions.py runs each one), ``NAME``
+# for the others'.
+WRITE_TRANSACTIONS = ("migrate", "model", "dictionary", "notes", "finish", "embeddings", "publish")   # index.db
+CACHE_TRANSACTIONS = ("cache-get", "cache-put", "cache-trim", "cache-clear")   # embeddings.db (embed_cache)
+QUERY_LOG_TRANSACTIONS = ("query-log",)   # queries.db (vault_search.querylog)
+
+
+def fault_point(name: str) -> str:
+    """The fault point inside the write transaction ``name``."""
+    if name in WRITE_TRANSACTIONS:
+        return f"txn:{name}"
+    assert name in CACHE_TRANSACTIONS or name in QUERY_LOG_TRANSACTIONS, name
+    return name
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection, name: str):
+def transaction(conn: sqlite3.Connection, name: str) -> Iterator[sqlite3.Connection]:
     """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or a
     rollback on any exception (KeyboardInterrupt too) before it propagates,
     so a failed write never leaves the transaction, and SQLite's write lock,
-    held. Every writer of the index goes through here."""
-    assert name in WRITE_TRANSACTIONS, name
+    held. Every writer of every database the project writes (the index, the
+    embedding cache, the query log) goes through here; ``name`` is one of
+    the lists above (the connection must be in autocommit mode:
+    ``isolation_level=None``)."""
+    point = fault_point(name)
     try:
         conn.execute("BEGIN IMMEDIATE")   # inside: a Ctrl-C just after it is rolled back too
         yield conn
-        faults.point(f"txn:{name}")
+        faults.point(point)
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One read transaction: every read inside sees the same committed
+    state, whatever a writer commits meanwhile (WAL). ``BEGIN`` ...
+    ``COMMIT``, or a rollback on any exception before it propagates."""
+    try:
+        conn.execute("BEGIN")
+        yield conn
         conn.execute("COMMIT")
     except BaseException:
         rollback(conn)

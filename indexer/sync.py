@@ -16,10 +16,10 @@ import sqlite3
 import time
 from contextlib import closing
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, cast
 
 from . import faults
-from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, chunk_note, estimate_tokens, passage_text
+from .chunk import CHUNK_MAX_MODEL_TOKENS, CHUNK_MAX_TOKENS, Chunk, chunk_note, estimate_tokens, passage_text
 from .config import VaultConfig
 from .links import resolve_links
 from .parse import BinaryNoteError, ParsedNote, decode_note, parse_note
@@ -82,6 +82,90 @@ class SyncReport:
         return self.added + self.updated + self.deleted
 
 
+class Chunking(NamedTuple):
+    max_tokens: int                  # per chunk
+    count: Callable[[str], int]      # the token counter
+    version: str                     # stamped in the index (``chunker_version``)
+
+
+class _Indexed(NamedTuple):
+    """A note the index has, as the last sync wrote it."""
+
+    id: int
+    mtime_ns: int
+    size: int
+    hash: str
+
+
+class _SkippedBefore(NamedTuple):
+    """A file an earlier sync saw but did not index (the ``skipped`` table)."""
+
+    mtime_ns: int
+    size: int
+    reason: str
+
+
+class _SkipRow(NamedTuple):
+    """A row of the ``skipped`` table, in its column order."""
+
+    path: str
+    reason: str
+    mtime_ns: int
+    size: int
+
+
+class _Touch(NamedTuple):
+    """A note whose mtime/size changed but not its content: the UPDATE's parameters."""
+
+    mtime_ns: int
+    size: int
+    path: str
+
+
+# What reading a file gives (``_read``), and what pass 1 makes of it
+# (``_examine``). Module-level records: they come back from worker processes.
+@dataclass(frozen=True)
+class _Skip:
+    """A file not indexed, and why: ``reason`` is what the user is told (and
+    the ``skipped`` table keeps), or VANISHED for a file gone while it was
+    read (``vanished``: nothing is recorded, it is simply no longer there)."""
+
+    reason: str
+    vanished: bool = False
+
+    @property
+    def retry(self) -> bool:
+        """It could not be read just now: read again at every sync until it
+        works, and a note indexed before keeps its last version meanwhile."""
+        return self.reason.startswith(RETRY_REASON)
+
+
+@dataclass(frozen=True)
+class _Content:
+    """A file read: the hash of its bytes, and its text."""
+
+    hash: str
+    text: str
+
+
+@dataclass(frozen=True)
+class _Examined:
+    """Pass 1's outcome for a file that was read."""
+
+    hash: str
+    names: set[str] | None   # its names for jieba; None: its content is what the index has (a touch)
+    note: ParsedNote | None  # parsed (None in a worker: pass 2 parses it again)
+    text_bytes: int          # the length of its text
+
+
+@dataclass(frozen=True)
+class _Examination:
+    """Pass 1 for one file: what it found, and the warnings (messages) it gave."""
+
+    outcome: _Skip | _Examined
+    warnings: list[str]
+
+
 @dataclass
 class _Pending:
     file: ScannedFile
@@ -90,7 +174,52 @@ class _Pending:
     text_bytes: int
 
 
-Chunking = tuple[int, Callable[[str], int], str]   # (max tokens per chunk, token counter, version stamp)
+class _FtsMeta(NamedTuple):
+    """A note's segmented FTS columns shared by all its chunks."""
+
+    title: str
+    aliases: str
+    tags: str
+
+
+class _ChunkRow(NamedTuple):
+    chunk: Chunk
+    hash: str              # of the text the chunk is embedded as
+    heading_tokens: str
+    body_tokens: str
+
+
+class _NoteRows(NamedTuple):
+    """What the writer stores for one note, chunked and segmented."""
+
+    fts: _FtsMeta
+    chunks: list[_ChunkRow]
+
+
+@dataclass(frozen=True)
+class _Reread:
+    """A note past the parse buffer, read and parsed again in pass 2."""
+
+    hash: str
+    note: ParsedNote
+
+
+@dataclass(frozen=True)
+class _Chunked:
+    """Pass 2's outcome for pending note ``i``, in this process or a worker."""
+
+    i: int
+    again: _Reread | None           # read again (it was past the parse buffer)
+    rows: _NoteRows | None          # None: it could no longer be read
+    warnings: list[tuple[str, str]]  # (path, message)
+
+
+class _Write(NamedTuple):
+    """One note for the writer: what pass 1 found, the note, its rows."""
+
+    item: _Pending
+    note: ParsedNote
+    rows: _NoteRows
 
 
 @dataclass
@@ -109,15 +238,15 @@ class _SyncRun:
     links_left_over: bool = False      # links written by a run that died before its final pass
     settings_changed: bool = False     # max_file_bytes changed: every skipped file is tried again
     scanned_from_ns: int = 0           # when this run's scan began (SCANNED_FROM)
-    existing: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)  # path: id, mtime_ns, size, hash
-    skipped_before: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # path: mtime_ns, size, reason
+    existing: dict[str, _Indexed] = field(default_factory=dict)         # by path
+    skipped_before: dict[str, _SkippedBefore] = field(default_factory=dict)   # by path
     unreadable: set[str] = field(default_factory=set)   # what could not be listed or stat'ed: never deleted
     on_disk: set[str] = field(default_factory=set)
     todo: list[ScannedFile] = field(default_factory=list)        # new or changed mtime/size
     pending: list[_Pending] = field(default_factory=list)        # content changed: to write
-    touch: list[tuple[int, int, str]] = field(default_factory=list)  # same hash, new mtime/size
+    touch: list[_Touch] = field(default_factory=list)            # same hash, new mtime/size
     drop: list[str] = field(default_factory=list)                # notes to delete
-    skips: list[tuple[str, str, int, int]] = field(default_factory=list)
+    skips: list[_SkipRow] = field(default_factory=list)
     written_ids: set[int] = field(default_factory=set)
     steps: int = 0
     mid_save_pauses: int = 0    # empty reads read again (``_read``); per process: workers count their own
@@ -166,14 +295,14 @@ def sync_vault(conn: sqlite3.Connection, config: VaultConfig, segmenter: Segment
     scope = None if paths is None else sorted({p.strip("/") for p in paths if p.strip("/")})
     chunking: Chunking
     if token_counter is not None:
-        chunking = (CHUNK_MAX_MODEL_TOKENS, token_counter, f"{CHUNKER_VERSION}/{token_counter.name}")
+        chunking = Chunking(CHUNK_MAX_MODEL_TOKENS, token_counter, f"{CHUNKER_VERSION}/{token_counter.name}")
     else:
-        chunking = (CHUNK_MAX_TOKENS, estimate_tokens, f"{CHUNKER_VERSION}/estimate")
+        chunking = Chunking(CHUNK_MAX_TOKENS, estimate_tokens, f"{CHUNKER_VERSION}/estimate")
     started = time.perf_counter()
     migrate(conn)
     report = SyncReport()
     if (get_meta(conn, "segmenter_version") != Segmenter.version
-            or get_meta(conn, "chunker_version") != chunking[2]):
+            or get_meta(conn, "chunker_version") != chunking.version):
         force = bool(get_meta(conn, "segmenter_version")) or force
         report.full_rebuild = force
         scope = None  # a version change means every note, whatever changed
@@ -201,12 +330,12 @@ def _vault_is_empty(config: VaultConfig) -> bool:
 def _scan(run: _SyncRun) -> None:
     """Scan and compare: which files are new or changed by mtime/size."""
     conn, config, report = run.conn, run.config, run.report
-    run.existing = {row[0]: row[1:] for row in conn.execute(
-        "SELECT path, id, mtime_ns, size, hash FROM notes") if in_scope(row[0], run.scope)}
+    run.existing = {path: _Indexed(*row) for path, *row in conn.execute(
+        "SELECT path, id, mtime_ns, size, hash FROM notes") if in_scope(path, run.scope)}
     # A skipped file is retried when the settings that skipped it change.
     run.settings_changed = get_meta(conn, "max_file_bytes") != str(config.max_file_bytes)
     if not run.settings_changed:
-        run.skipped_before = {row[0]: row[1:] for row in conn.execute(
+        run.skipped_before = {path: _SkippedBefore(*row) for path, *row in conn.execute(
             "SELECT path, mtime_ns, size, reason FROM skipped")}
     # Only a path confirmed gone is deleted: what lies under a folder that
     # could not be listed (or a file that could not be stat'ed) is kept.
@@ -225,12 +354,12 @@ def _scan(run: _SyncRun) -> None:
     for f in files:
         old = run.existing.get(f.path)
         same_inode = changed_from is None or not _changed_since(f.ctime_ns, changed_from)
-        if (not run.force and old is not None and old[1] == f.mtime_ns and old[2] == f.size and same_inode
-                and not _retry_due(old[3])):
+        if (not run.force and old is not None and old.mtime_ns == f.mtime_ns and old.size == f.size
+                and same_inode and not _retry_due(old.hash)):
             continue
         skip = run.skipped_before.get(f.path)
-        if (not run.force and skip is not None and skip[0] == f.mtime_ns and skip[1] == f.size and same_inode
-                and not skip[2].startswith(RETRY_REASON)):
+        if (not run.force and skip is not None and skip.mtime_ns == f.mtime_ns and skip.size == f.size
+                and same_inode and not skip.reason.startswith(RETRY_REASON)):
             report.skipped += 1
             continue
         run.todo.append(f)
@@ -284,26 +413,26 @@ def _record_examined(run: _SyncRun, examined, counted_here: bool, words: set[str
     (the first PARSE_BUFFER_BYTES of them parsed), and the names for jieba."""
     buffered = 0
     for results in examined:
-        for i, (outcome, warnings) in results:
+        for i, examination in results:
             f = run.todo[i]
             if counted_here:
                 run.step()
-            for message in warnings:
+            for message in examination.warnings:
                 run.warn(f.path, message)
-            if isinstance(outcome, str):  # a reason to skip the file
-                if outcome != "vanished":
-                    run.skips.append((f.path, outcome, f.mtime_ns, f.size))
-                if f.path in run.existing and not outcome.startswith(RETRY_REASON):
+            outcome = examination.outcome
+            if isinstance(outcome, _Skip):
+                if not outcome.vanished:
+                    run.skips.append(_SkipRow(f.path, outcome.reason, f.mtime_ns, f.size))
+                if f.path in run.existing and not outcome.retry:
                     run.drop.append(f.path)   # gone, or no longer a note (binary, too large)
                 continue
-            data_hash, names, note, text_bytes = outcome
-            if names is None:   # the same content as indexed: only its mtime/size changed
-                run.touch.append((f.mtime_ns, f.size, f.path))
+            if outcome.names is None:   # the same content as indexed: only its mtime/size changed
+                run.touch.append(_Touch(f.mtime_ns, f.size, f.path))
                 continue
-            words |= names
-            keep = note is not None and buffered + text_bytes <= PARSE_BUFFER_BYTES
-            buffered += text_bytes if keep else 0
-            run.pending.append(_Pending(f, data_hash, note if keep else None, text_bytes))
+            words |= outcome.names
+            keep = outcome.note is not None and buffered + outcome.text_bytes <= PARSE_BUFFER_BYTES
+            buffered += outcome.text_bytes if keep else 0
+            run.pending.append(_Pending(f, outcome.hash, outcome.note if keep else None, outcome.text_bytes))
 
 
 def _examine_here(run: _SyncRun):
@@ -314,21 +443,20 @@ def _examine_here(run: _SyncRun):
         yield [(i, _examine(run, f))]
 
 
-def _examine(run: _SyncRun, f: ScannedFile) -> tuple:
-    """Pass 1 for one file, in this process or a worker: (the reason it is
-    skipped, or (hash, its names for jieba or None when its content is what
-    the index has, the parsed note, its length)), and its warnings."""
+def _examine(run: _SyncRun, f: ScannedFile) -> _Examination:
+    """Pass 1 for one file, in this process or a worker: why it is skipped,
+    or what it holds (a content the index has already is not parsed)."""
     warnings: list[str] = []
-    result = _read(f, run.config, lambda path, message: warnings.append(message), run)
-    if isinstance(result, str):
-        return result, warnings
-    data_hash, text = result
+    content = _read(f, run.config, lambda path, message: warnings.append(message), run)
+    if isinstance(content, _Skip):
+        return _Examination(content, warnings)
     old = run.existing.get(f.path)
-    if not run.force and old is not None and (old[3] == data_hash or _retry_waits(old[3], data_hash)):
-        return (data_hash, None, None, len(text)), warnings
-    note = parse_note(f.path, text)
+    if not run.force and old is not None and (old.hash == content.hash or _retry_waits(old.hash, content.hash)):
+        return _Examination(_Examined(content.hash, None, None, len(content.text)), warnings)
+    note = parse_note(f.path, content.text)
     warnings.extend(note.warnings)
-    return (data_hash, user_word_candidates([note.title, *note.aliases, *note.tags]), note, len(text)), warnings
+    names = user_word_candidates([note.title, *note.aliases, *note.tags])
+    return _Examination(_Examined(content.hash, names, note, len(content.text)), warnings)
 
 
 def _prepare_segmenter(run: _SyncRun) -> None:
@@ -384,18 +512,17 @@ def _write_rows(run: _SyncRun, batch_rows) -> None:
     conn, report = run.conn, run.report
     for rows in batch_rows:
         with transaction(conn, "notes"):
-            for item, note, (fts_meta, chunk_rows) in rows:
+            for item, note, note_rows in rows:
                 old = run.existing.get(item.file.path)
                 if note.read_as_plain:
                     item = _plain_again(item, old)
-                note_id, names_changed = _write_note(conn, item, note, old[0] if old else None, fts_meta,
-                                                     chunk_rows)
+                note_id, names_changed = _write_note(conn, item, note, old.id if old else None, note_rows)
                 run.written_ids.add(note_id)
                 if names_changed:
                     # Links elsewhere may resolve differently now: until the
                     # final pass re-resolves them all, the index says so.
                     set_meta(conn, "links_resolved", "0")
-                report.chunks_written += len(chunk_rows)
+                report.chunks_written += len(note_rows.chunks)
                 if old:
                     report.updated += 1
                 else:
@@ -405,7 +532,7 @@ def _write_rows(run: _SyncRun, batch_rows) -> None:
         faults.point("fts-batch")
 
 
-def _plain_again(item: _Pending, old: tuple[int, int, int, str] | None) -> _Pending:
+def _plain_again(item: _Pending, old: _Indexed | None) -> _Pending:
     """A note indexed as plain text (over its parse budget) is stored so that
     a later sync parses it again: the budget is wall-clock time, which a
     stalled or overloaded machine can use up for an honest note. The first
@@ -414,7 +541,7 @@ def _plain_again(item: _Pending, old: tuple[int, int, int, str] | None) -> _Pend
     sync does not spend the retry on the same busy minute); a note over budget
     twice on the same content carries the bare mark and is left as plain
     text until it changes."""
-    again = old is not None and old[3].startswith(item.hash + PLAIN_MARK + "@")
+    again = old is not None and old.hash.startswith(item.hash + PLAIN_MARK + "@")
     return replace(item, hash=item.hash + PLAIN_MARK + ("" if again else f"@{int(time.time())}"))
 
 
@@ -429,17 +556,17 @@ def _retry_waits(stored_hash: str, data_hash: str) -> bool:
     return stored_hash.startswith(data_hash + PLAIN_MARK + "@") and not _retry_due(stored_hash)
 
 
-def _read_again(run: _SyncRun, item: _Pending, warn) -> tuple[str, ParsedNote] | None:
+def _read_again(run: _SyncRun, item: _Pending, warn) -> _Reread | None:
     """Pass 2: a note past the parse buffer, read and parsed again, with the
     hash of what was read now (edited since pass 1, it is written as it is
     now; its mtime, the scan's, makes the next sync look again); None (with a
     warning) when it can no longer be read. What pass 1 said about its content
     (invalid UTF-8) is not said twice."""
-    result = _read(item.file, run.config, lambda path, message: None, run)
-    if isinstance(result, str):
-        warn(item.file.path, VANISHED if result == "vanished" else result)
+    content = _read(item.file, run.config, lambda path, message: None, run)
+    if isinstance(content, _Skip):
+        warn(item.file.path, content.reason)
         return None
-    return result[0], parse_note(item.file.path, result[1])
+    return _Reread(content.hash, parse_note(item.file.path, content.text))
 
 
 def _rows_here(run: _SyncRun, batches: list[range]):
@@ -453,35 +580,36 @@ def _rows_here(run: _SyncRun, batches: list[range]):
         yield done
 
 
-def _note_outcome(run: _SyncRun, i: int) -> tuple:
-    """Pass 2 for pending note ``i``, in this process or a worker: (i, (hash,
-    note) when it was read again, its FTS and chunk rows or None when it could
-    not be, warnings)."""
+def _note_outcome(run: _SyncRun, i: int) -> _Chunked:
+    """Pass 2 for pending note ``i``, in this process or a worker: its rows,
+    after reading it again when it was past the parse buffer."""
     item = run.pending[i]
     warnings: list[tuple[str, str]] = []
     note, again = item.note, None
     if note is None:
         again = _read_again(run, item, lambda path, message: warnings.append((path, message)))
         if again is None:
-            return i, None, None, warnings
-        note = again[1]
-    return i, again, _note_rows(note, run.segmenter, run.chunking), warnings
+            return _Chunked(i, None, None, warnings)
+        note = again.note
+    return _Chunked(i, again, _note_rows(note, run.segmenter, run.chunking), warnings)
 
 
-def _batch_rows(run: _SyncRun, done: list, counted_here: bool) -> list:
+def _batch_rows(run: _SyncRun, done: list[_Chunked], counted_here: bool) -> list[_Write]:
     """One batch's outcomes as the writer's rows, in order, and their warnings
     into the run; a note read again is written with the hash of what was read."""
     rows = []
-    for i, again, note_rows, warnings in done:
+    for outcome in done:
         if not counted_here:
             run.step()
-        for path, message in warnings:
+        for path, message in outcome.warnings:
             run.warn(path, message)
-        if note_rows is not None:
-            item = run.pending[i]
-            if again is not None:
-                item = replace(item, hash=again[0])
-            rows.append((item, again[1] if again is not None else item.note, note_rows))
+        if outcome.rows is None:
+            continue
+        item, again = run.pending[outcome.i], outcome.again
+        if again is None:
+            rows.append(_Write(item, cast(ParsedNote, item.note), outcome.rows))
+        else:
+            rows.append(_Write(replace(item, hash=again.hash), again.note, outcome.rows))
     return rows
 
 
@@ -601,7 +729,7 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def _worker_examine(batch: range) -> list:
+def _worker_examine(batch: range) -> list[tuple[int, _Examination]]:
     """In a worker: ``_examine`` of each file of ``batch``, without the parsed
     note (pass 2 parses it again where it is needed, as it does for any note
     past the parse buffer)."""
@@ -609,24 +737,25 @@ def _worker_examine(batch: range) -> list:
     assert run is not None
     out = []
     for i in batch:
-        outcome, warnings = _examine(run, run.todo[i])
-        if not isinstance(outcome, str):
-            outcome = (*outcome[:2], None, outcome[3])
-        out.append((i, (outcome, warnings)))
+        examination = _examine(run, run.todo[i])
+        if isinstance(examination.outcome, _Examined):
+            examination = replace(examination, outcome=replace(examination.outcome, note=None))
+        out.append((i, examination))
     return out
 
 
-def _worker_rows(batch: range) -> list:
+def _worker_rows(batch: range) -> list[_Chunked]:
     """In a worker: ``_note_outcome`` of each note of ``batch``; a note read
     again goes back without its lines (the writer needs its fields only)."""
     run = _worker_run
     assert run is not None
     out = []
     for i in batch:
-        i, again, note_rows, warnings = _note_outcome(run, i)
-        if again is not None:
-            again = (again[0], replace(again[1], lines=[], headings=[]))
-        out.append((i, again, note_rows, warnings))
+        outcome = _note_outcome(run, i)
+        if outcome.again is not None:
+            again = replace(outcome.again, note=replace(outcome.again.note, lines=[], headings=[]))
+            outcome = replace(outcome, again=again)
+        out.append(outcome)
     return out
 
 
@@ -637,7 +766,7 @@ def _finish(run: _SyncRun) -> None:
         conn.executemany("UPDATE notes SET mtime_ns = ?, size = ? WHERE path = ?", run.touch)
         report.touched = len(run.touch)
         for path in run.drop:
-            _delete_note(conn, run.existing[path][0])
+            _delete_note(conn, run.existing[path].id)
             report.deleted += 1
         _record_skips(run)
         unsettled = [w for (w,) in conn.execute("SELECT word FROM dictionary WHERE settled = 0")]
@@ -652,7 +781,7 @@ def _finish(run: _SyncRun) -> None:
             resolve_links(conn, sources=run.written_ids)   # the links the changed notes just wrote
         set_meta(conn, "links_pending", "0")
         set_meta(conn, "segmenter_version", Segmenter.version)
-        set_meta(conn, "chunker_version", run.chunking[2])
+        set_meta(conn, "chunker_version", run.chunking.version)
         set_meta(conn, "vault", str(run.config.vault))
         if run.scope is None:   # a watcher's few paths say nothing of the files elsewhere
             set_meta(conn, SCANNED_FROM, str(run.scanned_from_ns))
@@ -684,14 +813,14 @@ def _delete_note(conn: sqlite3.Connection, note_id: int) -> None:
     conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
 
 
-def _read(f: ScannedFile, config: VaultConfig, warn, run: _SyncRun) -> tuple[str, str] | str:
-    """(hash, text), or the reason the file is not indexed. ``run`` counts the
-    pauses for a file caught mid-save."""
+def _read(f: ScannedFile, config: VaultConfig, warn, run: _SyncRun) -> _Content | _Skip:
+    """The file's content, or why it is not indexed (told to ``warn`` too).
+    ``run`` counts the pauses for a file caught mid-save."""
     if f.size > config.max_file_bytes:
         reason = (f"larger than the {config.max_file_bytes / 1048576:g} MB limit "
                   f"({f.size / 1048576:.1f} MB); raise max_file_mb in .vault-search.toml to index it")
         warn(f.path, reason)
-        return reason
+        return _Skip(reason)
     try:
         faults.point("read")
         data = _read_bytes(f.abspath, config.max_file_bytes + 1)
@@ -709,24 +838,24 @@ def _read(f: ScannedFile, config: VaultConfig, warn, run: _SyncRun) -> tuple[str
     except OSError as exc:
         if gone(exc):
             warn(f.path, VANISHED)
-            return "vanished"
+            return _Skip(VANISHED, vanished=True)
         reason = (f"{RETRY_REASON} ({exc.strerror}); vault-search tries again at the next sync, and a note "
                   "indexed before keeps its last version meanwhile")
         warn(f.path, reason)
-        return reason
+        return _Skip(reason)
     if len(data) > config.max_file_bytes:
         reason = f"grew past the {config.max_file_bytes / 1048576:g} MB limit while indexing"
         warn(f.path, reason)
-        return reason
+        return _Skip(reason)
     digest = hashlib.blake2b(data, digest_size=16).hexdigest()
     try:
         text, warning = decode_note(data)
     except BinaryNoteError as exc:
         warn(f.path, str(exc))
-        return str(exc)
+        return _Skip(str(exc))
     if warning:
         warn(f.path, warning)
-    return digest, text
+    return _Content(digest, text)
 
 
 def _read_bytes(path, limit: int) -> bytes:
@@ -739,7 +868,7 @@ def _stem(path: str) -> str:
     return path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
 
 
-def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:
+def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> _FtsMeta:
     stem = _stem(note.path)
     names = list(note.aliases)
     if stem.casefold() != note.title.casefold():
@@ -750,25 +879,24 @@ def _fts_meta(note: ParsedNote, segmenter: Segmenter) -> tuple[str, str, str]:
     # name a topic ("Spaces/3-Resource", "Sources/Books"), and every note below
     # them would share their words (dev set: the nearest folder ranked one more
     # question first than all of them).
-    return (segmenter.segment_text(note.title),
-            segmenter.segment_text(" \n ".join(names)),
-            segmenter.segment_text(" \n ".join([*note.tags, *note.path.split("/")[-2:-1]])))
+    return _FtsMeta(segmenter.segment_text(note.title),
+                    segmenter.segment_text(" \n ".join(names)),
+                    segmenter.segment_text(" \n ".join([*note.tags, *note.path.split("/")[-2:-1]])))
 
 
-def _note_rows(note: ParsedNote, segmenter: Segmenter, chunking):
+def _note_rows(note: ParsedNote, segmenter: Segmenter, chunking: Chunking) -> _NoteRows:
     fts_meta = _fts_meta(note, segmenter)
     chunk_rows = []
-    max_tokens, count, _ = chunking
-    for chunk in chunk_note(note, max_tokens, count):
+    for chunk in chunk_note(note, chunking.max_tokens, chunking.count):
         embedded_as = passage_text(note.title, chunk.heading, chunk.text)
         chunk_hash = hashlib.blake2b(embedded_as.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        chunk_rows.append((chunk, chunk_hash, segmenter.segment_text(chunk.heading.replace(" > ", "\n")),
-                           segmenter.segment_text(chunk.text)))
-    return fts_meta, chunk_rows
+        chunk_rows.append(_ChunkRow(chunk, chunk_hash, segmenter.segment_text(chunk.heading.replace(" > ", "\n")),
+                                    segmenter.segment_text(chunk.text)))
+    return _NoteRows(fts_meta, chunk_rows)
 
 
-def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts_meta,
-                chunk_rows) -> tuple[int, bool]:
+def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None,
+                note_rows: _NoteRows) -> tuple[int, bool]:
     """Write one note; returns its id and whether what links resolve by
     (a new path, other aliases) changed."""
     values = dict(
@@ -805,8 +933,8 @@ def _write_note(conn, item: _Pending, note: ParsedNote, note_id: int | None, fts
         [(note_id, link.line, link.target, link.subpath, link.alias, int(link.embed),
           "self" if not link.target else "note")
          for link in note.link_records])
-    title, aliases, tags = fts_meta
-    for chunk, chunk_hash, heading_tokens, body_tokens in chunk_rows:
+    title, aliases, tags = note_rows.fts
+    for chunk, chunk_hash, heading_tokens, body_tokens in note_rows.chunks:
         chunk_id = conn.execute(
             "INSERT INTO chunks (note_id, seq, heading, start_line, end_line, text, hash, at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -305,12 +305,3 @@ class Watcher:
         self._embedding_waits = bool(report.embedding and report.embedding.waiting)
         if self.on_sync:
             self.on_sync(report, paths)
-
-    def wait_idle(self, timeout: float = 30.0) -> bool:
-        """For tests and tools: wait until no change is pending (best effort)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not len(self.changes) and not self._embedding_waits:
-                return True
-            time.sleep(0.05)
-        return False

@@ -5,7 +5,9 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from http.client import HTTPConnection
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
@@ -16,10 +18,23 @@ CLI = Path(sys.executable).parent / "vault-search"
 
 
 def eval_path(*parts: str) -> Path:
+    """A path under the shared evaluation data; without it, the test (or, called
+    at import, the whole module) is skipped, never a collection error."""
     path = EVAL_DIR.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"evaluation data not found at {path} (set VAULT_SEARCH_EVAL_DIR)")
+        pytest.skip(f"evaluation data not found at {path} (set VAULT_SEARCH_EVAL_DIR)", allow_module_level=True)
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """The quality modules (``pytest.mark.quality``) measure the shared labelled
+    sets: without them they are skipped, with the reason, before any fixture runs."""
+    if EVAL_DIR.is_dir():
+        return
+    skip = pytest.mark.skip(reason=f"evaluation data not found at {EVAL_DIR} (set VAULT_SEARCH_EVAL_DIR)")
+    for item in items:
+        if item.get_closest_marker("quality"):
+            item.add_marker(skip)
 
 
 def copy_tree(src: Path, dst: Path) -> Path:
@@ -61,6 +76,45 @@ def write(path: Path, text: str | bytes) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+def write_notes(folder: Path, notes: dict[str, str | bytes]) -> Path:
+    """``notes`` (vault-relative path -> text) written under ``folder``: a vault."""
+    for rel, text in notes.items():
+        write(folder / rel, text)
+    return folder
+
+
+@pytest.fixture
+def indexed(tmp_path):
+    """``indexed(notes, embedder=None)``: ``notes`` (path -> text) written into a
+    fresh temp vault and indexed through the real API, keyword only, or with
+    vectors when an ``Embedder`` is given; the open ``Index`` (its folders are
+    ``idx.config.vault`` and ``idx.config.index_dir``), closed after the test."""
+    from vault_search import Index
+
+    opened = []
+
+    def index(notes: dict[str, str | bytes], embedder=None):
+        root = tmp_path / f"indexed-{len(opened)}"
+        idx = Index.open(write_notes(root / "vault", notes), root / "index", create=True, embedder=embedder)
+        opened.append(idx)
+        idx.sync(embed=embedder is not None)
+        return idx
+
+    yield index
+    for idx in opened:
+        idx.close()
+
+
+# Query text that is FTS5 or SQL syntax, control characters, symbols only, or
+# sheer length: the one list for every test of hostile queries, since a query
+# is text, never syntax (DESIGN "Contracts"). A command line cannot carry NUL.
+HOSTILE_QUERIES = [
+    "C++", '"', '""', "AND", "OR", "NOT", "NEAR", "NEAR(", "NEAR(a b)", "*", "a*", "foo-bar", "x:y", "title:x",
+    "title:secret", "\x00", "a\x00b", "数据库\x00索引", "", "   ", "(", ")", "^", "{a b}", "'; DROP TABLE notes; --",
+    '数据库" OR "1', "-x", "+y", "\\", "%", "_", "a" * 10_240,
+]
 
 
 class CliResult:
@@ -129,6 +183,39 @@ def start_server(vault, index_dir, *args, env=None):
         time.sleep(0.05)
     proc.kill()
     raise AssertionError("server did not start")
+
+
+@pytest.fixture
+def served(vault, index_dir):
+    """The sample vault keyword-indexed and a `vault-search serve --no-watch`
+    process on it: its server.json (``port``, ``pid``, ...); stopped after the test."""
+    proc = run_cli(vault, index_dir, "index", "--no-embed")
+    assert proc.returncode == 0, proc.stderr
+    server, info = start_server(vault, index_dir, "--no-watch")
+    try:
+        yield info
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+def http_search(port: int, query: str, **params) -> tuple[int, dict]:
+    """A search through the running server on ``port``, as any HTTP client
+    sends it (``GET /search``): (status, the JSON answer)."""
+    conn = HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/search?" + urlencode({"query": query, **params}), headers={"Host": f"127.0.0.1:{port}"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def served_paths(port: int, query: str, **params) -> list[str]:
+    """The paths the running server on ``port`` finds for ``query``."""
+    status, data = http_search(port, query, **params)
+    assert status == 200, (status, data)
+    return [r["path"] for r in data["results"]]
 
 
 # -- the reliability ledger ----------------------------------------------------

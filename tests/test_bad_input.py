@@ -4,7 +4,7 @@ of the vault is indexed and searchable."""
 import os
 
 import pytest
-from conftest import write
+from conftest import HOSTILE_QUERIES, write
 
 from vault_search import Index
 
@@ -119,15 +119,47 @@ def test_file_deleted_between_scan_and_read(tmp_path, ledger):
                   'skipped quietly; the index stays consistent')
 
 
-@pytest.mark.parametrize("query", ["C++", '"', "AND", "*", "foo-bar", "x:y", "\x00", "", "a" * 10_240,
-                                   "NEAR(", "title:x", "数据库\x00索引"])
-def test_hostile_queries_through_the_index(messy, tmp_path, query, ledger):
-    index(messy, tmp_path / "i")
-    with Index.open(messy, tmp_path / "i") as idx:
-        response = idx.search(query)
-    assert isinstance(response.results, list)
-    if not response.results:
-        assert response.warnings or query in ("C++", "foo-bar", "x:y", "NEAR(", "title:x", "AND", "数据库\x00索引")
+# Each hostile query's words written into one note, which it must find first.
+HOSTILE_NOTES = {
+    "Code/Pointers.md": "# Pointers\n\nSmart pointers in C++ own their memory.\n",
+    "Widgets.md": "# Widgets\n\nThe foo-bar widget ships next week.\n",
+    "Ratios.md": "# Ratios\n\nKeep the x:y ratio; -x flips it, +y grows it.\n",
+    "Fields.md": "# Fields\n\nThe filters title:x, title:secret look like syntax.\n",
+    "Logic.md": "# Logic\n\nAND, OR and NOT join words.\n",
+    "Near.md": "# Near\n\nNEAR(a b) is proximity syntax; NEAR( opens it, {a b} is a set, a* is a glob.\n",
+    "SQL.md": "# SQL\n\nNever run '; DROP TABLE notes; -- against live databases.\n",
+    "数据库.md": "# 数据库\n\n数据库索引的原理。\n",
+}
+NO_WORDS = ["query has no searchable words"]
+# What each query answers: the note it finds first (with no warning), or no
+# results and the warnings that say why.
+HOSTILE_ANSWERS = {
+    "C++": "Code/Pointers.md", "foo-bar": "Widgets.md",
+    "x:y": "Ratios.md", "-x": "Ratios.md", "+y": "Ratios.md", "title:x": "Fields.md", "title:secret": "Fields.md",
+    "AND": "Logic.md", "OR": "Logic.md", "NOT": "Logic.md",
+    "NEAR": "Near.md", "NEAR(": "Near.md", "NEAR(a b)": "Near.md", "{a b}": "Near.md", "a*": "Near.md",
+    "a\x00b": "Near.md",
+    "'; DROP TABLE notes; --": "SQL.md",
+    "数据库\x00索引": "数据库.md", '数据库" OR "1': "数据库.md",
+    '"': NO_WORDS, '""': NO_WORDS, "*": NO_WORDS, "\x00": NO_WORDS, "(": NO_WORDS, ")": NO_WORDS, "^": NO_WORDS,
+    "\\": NO_WORDS, "%": NO_WORDS, "_": NO_WORDS,
+    "": ["empty query"], "   ": ["empty query"],
+    "a" * 10_240: ["query longer than 4000 characters; the rest was ignored", *NO_WORDS],
+}
+
+
+def test_every_hostile_query_has_its_answer():
+    assert sorted(HOSTILE_ANSWERS) == sorted(HOSTILE_QUERIES)
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+def test_hostile_queries_through_the_index(indexed, query, ledger):
+    response = indexed(HOSTILE_NOTES).search(query)
+    expected = HOSTILE_ANSWERS[query]
+    if isinstance(expected, str):
+        assert ([r.path for r in response.results][:1], response.warnings) == ([expected], [])
+    else:
+        assert (response.results, response.warnings) == ([], expected)
     ledger.record('hostile input', 'hostile query strings (C++, quotes, AND/OR/NOT, *, NUL, 10 KB)',
                   'answered as words, exit 0')
 

@@ -18,7 +18,7 @@ from http.client import HTTPConnection
 import pytest
 
 from tests.conftest import start_server, write
-from vault_search.server import MAX_FULL_TEXT_BYTES
+from vault_search.vaults import MAX_FULL_TEXT_BYTES
 
 
 def http(port, path, *, method="GET", body=None, headers=None):

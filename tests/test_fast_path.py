@@ -14,7 +14,9 @@ import time
 import pytest
 from conftest import CLI, start_server, write
 
-from vault_search.fast import parse, query_string
+from vault_search.cli import search_flags
+from vault_search.fast import parse, parse_globals, query_string
+from vault_search.options import MAX_LIMIT, MODES, SearchOptions
 
 TOOK = re.compile(r'("took_ms": )[0-9.]+|\(([a-z]+), [0-9]+ ms\)')
 
@@ -171,7 +173,15 @@ def test_a_settings_file_is_stamped_before_it_is_read(vault, index_dir):
     assert settings_stamp(str(config.vault)) != config.settings_stamp
 
 
+def parsed(argv: list[str]) -> tuple[dict, dict] | None:
+    """What the fast path reads of a command line, with the table `serve` gives it."""
+    split = parse_globals(argv)
+    params = parse(split[1], json.loads(json.dumps(search_flags()))) if split is not None else None
+    return None if params is None else (split[0], params)
+
+
 def test_parse_reads_what_click_reads_and_hands_the_rest_over():
+    parse = parsed
     assert parse(["search", "a", "b"]) == ({}, {"query": "a b", "render": "text"})
     assert parse(["--vault=/v", "--index-dir", "/i", "search", "--tag", "x", "q", "--tag=y", "--json"]) == (
         {"--vault": "/v", "--index-dir": "/i"}, {"tag": ["x", "y"], "query": "q", "render": "json"})
@@ -184,8 +194,39 @@ def test_parse_reads_what_click_reads_and_hands_the_rest_over():
                     ["search", "q", "-n", "0"], ["search", "q", "-n", "1001"], ["search", "q", "-n", " 5"],
                     ["search", "q", "--mode", "Fts"], ["search", "q", "--min-score", "nan"],
                     ["search", "q", "--min-score", "1.5"], ["search", "q", "--recency-half-life", "0"],
-                    ["search", "q", "--format", "paths"], ["search", "q", "--path", ""], ["--verbose", "search", "q"]):
+                    ["search", "q", "--format", "paths"], ["search", "q", "--path", ""], ["--verbose", "search", "q"],
+                    ["search", "q", "--budget-tokens", "0"], ["search", "q", "--recency-half-life", "-1"],
+                    ["search", "q", "-n", "+5"], ["search", "q", "--min-score", "1e400"]):
         assert parse(refused) is None, refused
+    assert parse(["search", "q", "-n5", "--min-score=0", "--recency-half-life", "0.5"])[1] == {
+        "limit": "5", "min_score": "0", "recency_half_life": "0.5", "query": "q", "render": "text"}
+
+
+def test_the_fast_path_reads_every_option_a_server_search_takes_but_rerank():
+    """search_flags, the table the fast path reads a command line by, comes
+    from the CLI's declarations and agrees with SearchOptions."""
+    table = search_flags()
+    kinds = {(p.names or (name,))[0]: p.kind for name, p, _ in SearchOptions.params() if name != "rerank"}
+    assert {entry[0] for entry in table.values()} == set(kinds) | {"json", "format"}
+    for flag, (name, takes, repeatable, _) in table.items():
+        if name in kinds:
+            assert takes == (kinds[name] != "flag") and repeatable == (kinds[name] == "list"), flag
+    assert table["-n"] == table["--limit"] and table["--limit"][3] == {"int": [1, MAX_LIMIT, False, False]}
+    assert table["--mode"][3] == {"choices": list(MODES)}
+
+
+def test_a_server_json_without_the_table_leaves_the_search_to_the_full_cli(served):
+    vault, index, info = served
+    server_file = index / "server.json"
+    good = server_file.read_text()
+    assert json.loads(good)["search_flags"] == json.loads(json.dumps(search_flags()))
+    try:
+        server_file.write_text(json.dumps({k: v for k, v in info.items() if k != "search_flags"}))
+        r = run(vault, index, "search", "数据库", importtime=True)
+        assert r.returncode == 0 and "click" in imported(r.stderr)
+        assert same_but_time(r.stdout) == same_but_time(run(vault, index, "search", "数据库", "--no-server").stdout)
+    finally:
+        server_file.write_text(good)
 
 
 def test_query_strings_are_utf8_percent_encoded():

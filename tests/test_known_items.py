@@ -5,6 +5,7 @@ reused without re-embedding, and the half-embedded and off-topic checks."""
 import json
 
 import pytest
+from conftest import write_notes
 
 from benchmarks import known_items
 from benchmarks.known_items import score_ranking, summarise
@@ -43,14 +44,6 @@ FTS_BY_HAND = {
     # 4 of 6 first; MRR (1 + 1 + 1/2 + 0 + 1 + 1) / 6; R@10 (1 + 1 + 1 + 0 + 1/2 + 1) / 6
     "all": {"n": 6, "hit@1": 0.6667, "mrr@10": 0.75, "r@10": 0.75},
 }
-
-
-def tiny_vault(folder):
-    for rel, text in NOTES.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return folder
 
 
 def tiny_known_items(path, vault):
@@ -93,7 +86,7 @@ def test_score_ranking_by_hand():
 
 
 def test_known_items_end_to_end(tmp_path, capsys):
-    vault = tiny_vault(tmp_path / "tiny-vault")
+    vault = write_notes(tmp_path / "tiny-vault", NOTES)
     queries = tiny_known_items(tmp_path / "known.jsonl", "tiny-vault")
     datasets = tiny_offtopic(tmp_path / "datasets")
     work, report = tmp_path / "work", tmp_path / "report"
@@ -161,7 +154,7 @@ def test_known_items_end_to_end(tmp_path, capsys):
 
 
 def test_known_items_keyword_only(tmp_path, capsys):
-    vault = tiny_vault(tmp_path / "tiny-vault")
+    vault = write_notes(tmp_path / "tiny-vault", NOTES)
     queries = tiny_known_items(tmp_path / "known.jsonl", "tiny-vault")
     assert known_items.main([str(queries), "--vault", str(vault), "--model", "hash:64", "--modes", "fts", "--json",
                              "--datasets", str(tiny_offtopic(tmp_path / "datasets"))]) == 0
@@ -172,7 +165,7 @@ def test_known_items_keyword_only(tmp_path, capsys):
 
 
 def test_known_items_refuses_a_vault_without_queries(tmp_path):
-    vault = tiny_vault(tmp_path / "unlisted")
+    vault = write_notes(tmp_path / "unlisted", NOTES)
     queries = tiny_known_items(tmp_path / "known.jsonl", "tiny-vault")
     with pytest.raises(SystemExit, match="no queries for the vault 'unlisted'"):
         known_items.main([str(queries), "--vault", str(vault), "--model", "hash:64", "--modes", "fts"])

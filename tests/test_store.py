@@ -1,4 +1,5 @@
-"""How SQLite errors read: only real damage asks for `index --rebuild`; who may read the index."""
+"""How SQLite errors read: only real damage asks for `index --rebuild`; who may read the index; the one
+transaction helper every database the project writes goes through."""
 
 from __future__ import annotations
 
@@ -8,8 +9,18 @@ import stat
 
 import pytest
 
+from indexer import faults
 from indexer.errors import IndexCorruptError, VaultSearchError
-from indexer.store import describe_db_error, private_dir
+from indexer.store import (
+    CACHE_TRANSACTIONS,
+    QUERY_LOG_TRANSACTIONS,
+    WRITE_TRANSACTIONS,
+    describe_db_error,
+    fault_point,
+    private_dir,
+    snapshot,
+    transaction,
+)
 
 
 def _error(conn: sqlite3.Connection, sql: str) -> sqlite3.DatabaseError:
@@ -81,3 +92,75 @@ def test_private_dir_keeps_a_read_only_index_folder_read_only(tmp_path):
         assert stat.S_IMODE((folder / "index.db").stat().st_mode) == 0o400
     finally:
         os.chmod(folder, 0o755)
+
+
+def _db(path):
+    conn = sqlite3.connect(path, isolation_level=None, timeout=0.2)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    return conn
+
+
+def _write_lock_is_free(path) -> bool:
+    other = sqlite3.connect(path, isolation_level=None, timeout=0.2)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        other.close()
+
+
+ALL_TRANSACTIONS = [*WRITE_TRANSACTIONS, *CACHE_TRANSACTIONS, *QUERY_LOG_TRANSACTIONS]
+
+
+@pytest.mark.parametrize("name", ALL_TRANSACTIONS)
+@pytest.mark.parametrize("error", [OSError, KeyboardInterrupt, sqlite3.OperationalError])
+def test_an_error_at_the_fault_point_of_any_write_transaction_rolls_it_back(tmp_path, monkeypatch, name, error):
+    """The index's, the embedding cache's and the query log's writes share one
+    helper: an error just before COMMIT (where each has its fault point)
+    leaves nothing written, no transaction open and SQLite's write lock free."""
+    action = {OSError: "oserror", KeyboardInterrupt: "interrupt", sqlite3.OperationalError: "dberror"}[error]
+    conn = _db(tmp_path / "x.db")
+    faults.reset()
+    monkeypatch.setenv(faults.ENV, f"{fault_point(name)}={action}")
+    try:
+        with pytest.raises(error):
+            with transaction(conn, name):
+                conn.execute("INSERT INTO t VALUES (1)")
+        assert not conn.in_transaction and _write_lock_is_free(tmp_path / "x.db")
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+        monkeypatch.delenv(faults.ENV)
+        with transaction(conn, name):
+            conn.execute("INSERT INTO t VALUES (1)")
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    finally:
+        faults.reset()
+        conn.close()
+
+
+def test_the_index_transactions_keep_their_txn_fault_points_and_the_others_their_names():
+    assert [fault_point(n) for n in WRITE_TRANSACTIONS] == [f"txn:{n}" for n in WRITE_TRANSACTIONS]
+    assert fault_point("cache-put") == "cache-put" and fault_point("query-log") == "query-log"
+
+
+def test_a_snapshot_reads_one_state_whatever_a_writer_commits_meanwhile(tmp_path):
+    reader, writer = _db(tmp_path / "x.db"), _db(tmp_path / "x.db")
+    try:
+        with snapshot(reader):
+            assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+            with transaction(writer, "notes"):
+                writer.execute("INSERT INTO t VALUES (1)")
+            assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+        assert not reader.in_transaction
+        assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+        with pytest.raises(ValueError):
+            with snapshot(reader):
+                reader.execute("SELECT count(*) FROM t")
+                raise ValueError("a failed read")
+        assert not reader.in_transaction
+    finally:
+        reader.close()
+        writer.close()

@@ -18,9 +18,9 @@ from indexer.embed import HashEmbedder
 from indexer.errors import VaultSearchError
 from indexer.vectors import IDS_FILE, VECTORS_FILE
 from vault_search import Index
-from vault_search.fusion import KEYWORD_BASE_WEIGHT, rrf
-from vault_search.keyword import ChunkHit
-from vault_search.search import TITLE_WEIGHT
+from vault_search.fusion import rrf
+from vault_search.hits import ChunkHit
+from vault_search.search.weights import KEYWORD_BASE_WEIGHT, TITLE_WEIGHT
 
 
 def open_index(vault, index_dir, embedder=None):
@@ -345,7 +345,7 @@ def test_the_vector_list_names_notes_by_array_and_drops_chunks_deleted_since(vau
     """nearest_notes (the query path) gives what the per-chunk path gives, and a
     chunk another connection deleted after the matrix was written is dropped."""
     from vault_search.keyword import best_per_note
-    from vault_search.search import query_vector
+    from vault_search.reader import embedded_query as query_vector
     from vault_search.vector import nearest_notes, vector_hits
 
     emb = HashEmbedder(64)

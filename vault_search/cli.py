@@ -377,13 +377,47 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
             click.echo(f"warning: {printable(warning)}", err=True)
 
 
+def search_flags() -> dict[str, list]:
+    """What the fast path (fast.py) needs of `search`'s options to read a
+    command line as click would, taken from their declarations above: flag
+    -> [the parameter it is sent as, takes a value, repeatable, what click
+    checks of the value (``choices``, or ``int``/``float``: [min, max,
+    min_open, max_open]), else None]. Only the options a server search takes
+    as they are: the rest (--rerank, judged with this process's settings;
+    --no-server, ...) go to click. `serve` puts it in server.json."""
+    from .options import SearchOptions
+
+    sent = (set(SearchOptions.param_names()) - {"rerank"}) | {"json", "format"}
+    table: dict[str, list] = {}
+    for option in search.params:
+        long = next((o for o in option.opts if o.startswith("--")), "")
+        name = long[2:].replace("-", "_")
+        if isinstance(option, click.Option) and name in sent:
+            entry = [name, not option.is_flag, option.multiple, _value_check(option.type)]
+            table.update({flag: entry for flag in option.opts})
+    return table
+
+
+def _value_check(kind: click.ParamType) -> dict | None:
+    if isinstance(kind, click.Choice):
+        return {"choices": list(kind.choices)}
+    bounds = [getattr(kind, "min", None), getattr(kind, "max", None), getattr(kind, "min_open", False),
+              getattr(kind, "max_open", False)]
+    if isinstance(kind, click.types.IntParamType):
+        return {"int": bounds}
+    if isinstance(kind, click.types.FloatParamType):
+        return {"float": bounds}
+    return None
+
+
 def _ask_server(ctx, text, options) -> dict | None:
     """The server's answer, or None to search in-process (no server, or it failed)."""
     from http.client import HTTPException
 
     from indexer.config import load_config
 
-    from .client import find_server, request
+    from .client import request
+    from .resident import find_server
 
     config = load_config(ctx.obj["vault"], ctx.obj["index_dir"])
     server = find_server(config.index_dir, config.vault)
@@ -600,8 +634,8 @@ def bench(ctx, file, modes, misses, as_json):
 
     A target is a path, a name or an alias; an optional "kind" gets its own row.
     """
-    from benchmarks.own_vault import bench as run_bench
-    from benchmarks.own_vault import load_items, render
+    from .bench import bench as run_bench
+    from .bench import load_items, render
 
     items = load_items(file)
     with _open(ctx) as idx:
@@ -761,7 +795,8 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, allow_origi
 
     from indexer.config import load_config
 
-    from .server import VaultHTTPServer, claim_index, is_loopback, remove_server_file
+    from .resident import remove_server_file
+    from .server import VaultHTTPServer, claim_index, is_loopback
     from .service import SearchService
     from .vaults import check_names
 
@@ -793,7 +828,7 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, allow_origi
         for config in configs:
             services.append(SearchService(config=config, interval=interval * 60, watch=not no_watch))
             stack.callback(services[-1].close)
-        httpd.start(services)
+        httpd.start(services, search_flags=search_flags())
         try:
             shown = ", ".join(str(c.vault) for c in configs)
             click.echo(f"serving {shown} on http://{host}:{httpd.server_port} (Ctrl-C to stop)", err=True)
@@ -836,7 +871,7 @@ def open_page(ctx, query, no_browser, port):
     import webbrowser
     from urllib.parse import quote
 
-    from .client import find_server
+    from .resident import LOG_FILE, find_server
 
     config = _config(ctx)
     server = find_server(config.index_dir, config.vault)
@@ -844,7 +879,7 @@ def open_page(ctx, query, no_browser, port):
         from indexer.store import make_private, private_opener
 
         make_private(config.index_dir)
-        log_path = config.index_dir / "serve.log"
+        log_path = config.index_dir / LOG_FILE
         click.echo(f"starting vault-search serve for {config.vault} (log: {log_path})", err=True)
         offset = log_path.stat().st_size if log_path.exists() else 0
         with open(log_path, "ab", opener=private_opener) as log:

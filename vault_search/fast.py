@@ -1,9 +1,11 @@
 """The `vault-search` command's entry point, and its fast path.
 
 A search that a running `vault-search serve` can answer costs little more
-than starting Python: this module reads the arguments itself, finds the
-server from its ``server.json`` (``indexer.locate`` resolves the vault and
-its index folder with ``os`` alone), sends one HTTP request over a raw
+than starting Python: this module finds the server from its ``server.json``
+(``indexer.locate`` resolves the vault and its index folder with ``os``
+alone), reads the arguments itself as click would (by the table of the
+search options that `serve` put there, ``cli.search_flags``: this module
+names none of them), sends one HTTP request over a raw
 socket and writes the answer as it comes. The server renders it with the
 same function the full CLI prints with (``render.cli_output``), so the
 output is the same, byte for byte. It imports no click, no ``http.client``
@@ -19,36 +21,26 @@ process, and says what is wrong in its own words.
 
 from __future__ import annotations
 
-import json
+import _socket
 import os
-import socket
 import sys
 
-SERVER_FILE = "server.json"   # vault_search.server.SERVER_FILE
+from .resident import (
+    ANSWER_TIMEOUT_S,
+    CLIENT_HEADER,
+    LOCAL_HOSTS,
+    PID_HEADER,
+    RENDERED_FORMATS,
+    alive,
+    read_server_file,
+)
+
 VAULT_ENV, INDEX_DIR_ENV = "VAULT_SEARCH_VAULT", "VAULT_SEARCH_INDEX_DIR"
 CONNECT_TIMEOUT_S = 2.0   # a port that does not answer: the full CLI takes over
-ANSWER_TIMEOUT_S = 30.0   # client.TIMEOUT_S
 MAX_ANSWER = 64 << 20
 
-# search's options this path reads: flag -> (takes a value, repeatable); each
-# goes to the server under its name (``--min-score`` -> ``min_score``).
-_OPTIONS = {
-    "--mode": (True, False), "-n": (True, False), "--limit": (True, False), "--json": (False, False),
-    "--format": (True, False), "--tag": (True, True), "--path": (True, False), "--after": (True, False),
-    "--before": (True, False), "--where": (True, True), "--exclude-stale": (False, False),
-    "--recency-half-life": (True, False), "--min-score": (True, False), "--related": (False, False),
-    "--explain": (False, False), "--full": (False, False), "--boost": (True, False), "--budget-tokens": (True, False),
-    "--today": (False, False),
-    "--last": (True, False),
-}
-
-
-def _param(flag: str) -> str:
-    return "limit" if flag == "-n" else flag.lstrip("-").replace("-", "_")
-
-
-_MODES = ("hybrid", "fts", "vector")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+GLOBAL_OPTIONS = ("--vault", "--index-dir", "--color")
 
 
 def main() -> None:
@@ -61,32 +53,41 @@ def main() -> None:
     full()
 
 
-def parse(argv: list[str]) -> tuple[dict, dict] | None:
-    """(global options, search parameters) of a ``search`` command line the
-    fast path can send as it is, else None. Checks what click would check
-    (choices and ranges), so that anything click refuses goes to click."""
+def parse_globals(argv: list[str]) -> tuple[dict, list[str]] | None:
+    """(global options, the arguments after ``search``) of a ``search``
+    command line, else None."""
     globals_: dict = {}
     i = 0
     while i < len(argv) and argv[i] != "search":
-        name, value, i = _option(argv, i, ("--vault", "--index-dir", "--color"))
+        name, value, i = _option(argv, i, GLOBAL_OPTIONS)
         if name is None or not value:
             return None
         globals_[name] = value
     if i >= len(argv):
         return None
+    return globals_, argv[i + 1:]
+
+
+def parse(args: list[str], flags: dict) -> dict | None:
+    """The search parameters of ``search``'s arguments, if the fast path can
+    send them as they are, else None. ``flags`` is the table `serve` put in
+    server.json (``cli.search_flags``: flag -> [parameter, takes a value,
+    repeatable, what click checks]), so this reads a command line as click
+    would, and checks what click would check: anything click refuses, or
+    that this path does not send, goes to click."""
     params: dict = {}
     words: list[str] = []
-    i += 1
-    while i < len(argv):
-        arg = argv[i]
+    i = 0
+    while i < len(args):
+        arg = args[i]
         if arg == "--":
-            words += argv[i + 1:]
+            words += args[i + 1:]
             break
         if arg.startswith("-") and arg != "-":
-            name, value, i = _option(argv, i, _OPTIONS)
+            name, value, i = _option(args, i, flags)
             if name is None:
                 return None
-            key, (takes, repeatable) = _param(name), _OPTIONS[name]
+            key, takes, repeatable, _ = flags[name]
             if takes and not value:
                 return None   # "" means something else to click than to a query string
             if repeatable:
@@ -98,11 +99,11 @@ def parse(argv: list[str]) -> tuple[dict, dict] | None:
         i += 1
     fmt = params.pop("format", None) or ("json" if params.pop("json", None) else "text")
     params.pop("json", None)
-    if not words or fmt not in ("text", "json") or not _checked(params):
+    if not words or fmt not in RENDERED_FORMATS or not _checked(params, flags):
         return None
     params["query"] = " ".join(words)
     params["render"] = fmt
-    return globals_, params
+    return params
 
 
 def _option(argv: list[str], i: int, known) -> tuple[str | None, str, int]:
@@ -118,35 +119,47 @@ def _option(argv: list[str], i: int, known) -> tuple[str | None, str, int]:
         if i + 1 >= len(argv):
             return None, "", i + 1
         return arg, argv[i + 1], i + 2
-    if arg.startswith("-n") and len(arg) > 2 and "-n" in known:   # -n5
-        return "-n", arg[2:], i + 1
+    if len(arg) > 2 and arg[1] != "-" and arg[:2] in known and _takes(known, arg[:2]):   # -n5
+        return arg[:2], arg[2:], i + 1
     return None, "", i + 1
 
 
 def _takes(known, name: str) -> bool:
-    return known[name][0] if isinstance(known, dict) else True
+    return bool(known[name][1]) if isinstance(known, dict) else True
 
 
-def _checked(params: dict) -> bool:
+def _checked(params: dict, flags: dict) -> bool:
     """The values click would accept (the server checks them again)."""
-    if params.get("mode", "hybrid") not in _MODES:
-        return False
-    limit = params.get("limit", "10")
-    if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 1000):
-        return False
-    for flag, low, high, low_open in (("--min-score", 0.0, 1.0, False), ("--recency-half-life", 0.0, None, True)):
-        key = _param(flag)
-        if key in params:
-            text = params[key]
-            if not all(c in "0123456789.eE+-" for c in text):
-                return False   # "nan", "inf", "1_0": click's float() takes them; let click say what it does
-            try:
-                number = float(text)
-            except ValueError:
-                return False
-            if number < low or (low_open and number == low) or (high is not None and number > high):
-                return False
+    checks = {key: check for key, _, _, check in flags.values() if check}
+    for key, value in params.items():
+        check = checks.get(key)
+        if check and not all(_accepts(check, v) for v in (value if isinstance(value, list) else [value])):
+            return False
     return True
+
+
+def _accepts(check: dict, text: str) -> bool:
+    """Whether click takes ``text`` for an option it checks so: ``choices``,
+    or ``int``/``float`` within [min, max, min_open, max_open]. Conservative:
+    what click might take in another spelling (" 5", "nan", "1_0") goes to
+    click, which says what it does with it."""
+    if "choices" in check:
+        return text in check["choices"]
+    if "int" in check:
+        if not (text.isascii() and text.isdigit()):
+            return False
+        number: float = int(text)
+        low, high, low_open, high_open = check["int"]
+    else:
+        if not all(c in "0123456789.eE+-" for c in text):
+            return False
+        try:
+            number = float(text)
+        except ValueError:
+            return False
+        low, high, low_open, high_open = check["float"]
+    return (low is None or number > low or (number == low and not low_open)) and \
+        (high is None or number < high or (number == high and not high_open))
 
 
 def locate(globals_: dict) -> tuple[str, str] | None:
@@ -175,16 +188,17 @@ def locate(globals_: dict) -> tuple[str, str] | None:
 def fast_search(argv: list[str]) -> int | None:
     """Answer ``argv`` through a running server: the exit code, or None when
     the full CLI must answer (nothing has been written then)."""
-    parsed = parse(argv)
-    if parsed is None:
+    split = parse_globals(argv)
+    where = locate(split[0]) if split is not None else None
+    server = _server(*where) if where is not None else None
+    if split is None or where is None or server is None:
         return None
-    globals_, params = parsed
-    where = locate(globals_)
-    if where is None:
+    (globals_, args), vault = split, where[0]
+    try:
+        params = parse(args, server["flags"])
+    except (ValueError, TypeError, KeyError, IndexError):   # a table this path cannot read
         return None
-    vault, index_dir = where
-    server = _server(vault, index_dir)
-    if server is None:
+    if params is None:
         return None
     stdout = sys.stdout
     if (getattr(stdout, "encoding", "") or "").lower().replace("-", "") != "utf8" or not hasattr(stdout, "buffer"):
@@ -222,16 +236,16 @@ def _server(vault: str, index_dir: str) -> dict | None:
     """The live server's record for this vault and index, if it can be trusted
     as it is: its process lives, it serves this vault, and the vault's settings
     file is the one it read."""
+    info = read_server_file(index_dir) or {}
     try:
-        with open(os.path.join(index_dir, SERVER_FILE), "rb") as fh:
-            info = json.loads(fh.read())
         pid, port = int(info["pid"]), int(info["port"])
         host = str(info["host"])
         warnings = [str(w) for w in info.get("config_warnings", [])]
         config_stamp = info.get("config_stamp", "missing")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if info.get("vault") != vault or host not in ("127.0.0.1", "::1", "localhost"):
+        flags = info["search_flags"]
+    except (ValueError, KeyError, TypeError):
+        return None   # no search_flags: a server `serve` did not start (or an older one); the full CLI asks it
+    if info.get("vault") != vault or host not in LOCAL_HOSTS or not isinstance(flags, dict):
         return None
     if not alive(pid):
         return None
@@ -239,19 +253,7 @@ def _server(vault: str, index_dir: str) -> dict | None:
 
     if settings_stamp(vault) != config_stamp:
         return None   # edited since the server read it (or an old server.json): the full CLI reads it
-    return {"pid": pid, "host": host, "port": port, "config_warnings": warnings}
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (another user's counts: whoever asks it
-    still checks that the answer comes from that pid)."""
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return True
-    except (OSError, OverflowError):   # ProcessLookupError among them
-        return False
-    return True
+    return {"pid": pid, "host": host, "port": port, "config_warnings": warnings, "flags": flags}
 
 
 def quote(text: str) -> str:
@@ -271,9 +273,9 @@ def _ask(server: dict, params: dict) -> bytes | None:
         # An argument or path that is not UTF-8 (a surrogate) raises here: the
         # full CLI says what it does with it.
         request = (f"GET /search?{query_string(params)} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                   "X-Vault-Search-Client: cli\r\nConnection: close\r\n\r\n").encode("ascii")
-        # The host as bytes: a str is encoded with the idna codec, another import.
-        with socket.create_connection((host.encode("ascii"), port), timeout=CONNECT_TIMEOUT_S) as sock:
+                   f"{CLIENT_HEADER}: cli\r\nConnection: close\r\n\r\n").encode("ascii")
+        sock = connect(host, port, CONNECT_TIMEOUT_S)
+        try:
             sock.settimeout(ANSWER_TIMEOUT_S)
             sock.sendall(request)
             chunks, size = [], 0
@@ -283,9 +285,29 @@ def _ask(server: dict, params: dict) -> bytes | None:
                     break
                 chunks.append(chunk)
                 size += len(chunk)
+        finally:
+            sock.close()
     except (OSError, UnicodeError):
         return None
     return _body(b"".join(chunks), server["pid"])
+
+
+def connect(host: str, port: int, timeout: float) -> _socket.socket:
+    """``socket.create_connection`` with the C module alone: the ``socket``
+    module would import selectors, enum and array, a third of this path's
+    imports. Each address of ``host`` in turn, the last error raised."""
+    error: OSError = OSError(f"no address for {host}")
+    # The host as bytes: a str is encoded with the idna codec, another import.
+    for family, kind, proto, _, address in _socket.getaddrinfo(host.encode("ascii"), port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error
 
 
 def _body(answer: bytes, pid: int) -> bytes | None:
@@ -300,7 +322,7 @@ def _body(answer: bytes, pid: int) -> bytes | None:
     for line in lines[1:]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
-    if headers.get("x-vault-search-pid") != str(pid) or headers.get("content-length") != str(len(body)):
+    if headers.get(PID_HEADER.lower()) != str(pid) or headers.get("content-length") != str(len(body)):
         return None   # another process on the port, or a cut answer
     if not headers.get("content-type", "").startswith("text/plain"):
         return None

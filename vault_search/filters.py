@@ -7,10 +7,14 @@ import calendar
 import datetime as dt
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from indexer.config import VaultConfig
 from indexer.errors import UsageValueError
 from indexer.parse import normalize_date
+
+if TYPE_CHECKING:
+    from .options import SearchOptions
 
 # A note's date: its frontmatter date, else the daily-log file name (both
 # stored in notes.date at index time), else its mtime.
@@ -132,6 +136,22 @@ class SearchFilters:
         conditions = tuple(Condition.parse(w) for w in where or () if w is not None)
         return cls(clean_tags, folder, _date_arg("--after", after), _date_arg("--before", before),
                    conditions, staleness)
+
+    @classmethod
+    def of(cls, options: SearchOptions, config: VaultConfig) -> SearchFilters:
+        """A search's filters: its tags, folder, frontmatter conditions and
+        dates (--today and --last are where the dates start: they stand for
+        --after), and with --exclude-stale the vault's staleness rule."""
+        after, before = options.after, options.before
+        if options.today or options.last:
+            if after or (options.today and options.last):
+                raise UsageValueError("--today, --last and --after each set where the dates start; give one")
+            if options.last and not RELATIVE_RE.match(options.last.strip().casefold()):
+                raise UsageValueError(f"--last takes an age like 7d, 2w, 3m or 1y, got {options.last!r}")
+            after = "today" if options.today else options.last
+            before = before or ("today" if options.today else None)
+        return cls.build(options.tags, options.path, after, before, options.where,
+                         Staleness.from_config(config) if options.exclude_stale else None)
 
     def sql(self) -> tuple[str, list]:
         """A WHERE fragment over notes ``n`` and chunks ``c``, and its parameters."""

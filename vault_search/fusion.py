@@ -1,40 +1,12 @@
-"""Reciprocal-rank fusion of per-note ranked lists."""
+"""Reciprocal-rank fusion of per-note ranked lists: the pure function. What
+weight each list gets, and the rank constant, are the ranking model's
+(``search.weights``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .keyword import ChunkHit
-
-# Defaults chosen with benchmarks/tune_fusion.py: the best mean nDCG@10 over
-# five runs on the shared sets (scifact; xquad zh, en, en->zh, zh->en) among
-# k 5-20, depth 50/100, keyword base weight 1-2 (README "Hybrid").
-# Rank constant (Cormack, Clarke & Büttcher, SIGIR 2009, use 60); larger
-# values flatten the difference between top ranks; 60 measured 0.01 worse.
-RRF_K = 10
-# Notes each retriever contributes to the fusion.
-FUSION_DEPTH = 100
-# The keyword list's base weight (the vector list's is 1): BM25 is the
-# better half on scifact and xquad alike, and 1.5 beat 1.0 on the mean.
-KEYWORD_BASE_WEIGHT = 1.5
-
-
-# Coverage (IDF-weighted share of the query's words the index has) from
-# which the keyword list keeps its full weight in the hybrid.
-FULL_COVERAGE = 0.8
-
-
-def keyword_weight(coverage: float, base: float = 1.0) -> float:
-    """The keyword list's RRF weight: its base weight times the square of the
-    share of query words found in the index, counted as full from
-    FULL_COVERAGE up. Same-language queries keep 1 (a scientific claim or a
-    question with a rare word or a typo the notes lack is still in their
-    language); a question in another language than the notes (coverage
-    0.03-0.3) leaves ranking to the vectors. The square was measured against
-    fixed weights 0.3-1.0 with benchmarks/tune_fusion.py (the only setting
-    better than both halves on all four xquad runs); FULL_COVERAGE against the
-    plain square on SciFact (0.711 -> 0.716) and the dev set (unchanged)."""
-    return base * min(1.0, coverage / FULL_COVERAGE) ** 2
+from .hits import ChunkHit
 
 
 @dataclass
@@ -48,17 +20,16 @@ class Fused:
     rerank: float | None = None         # the LLM judge's score, 0-10, when reranked
     blended: float | None = None        # position-aware blend of fused order and judge
     name_match: str | None = None       # "title", "alias" or "file": the query is this note's name
-    relevance: float | None = None      # search.Evidence.relevance, 1.0 for a name match
+    relevance: float | None = None      # search.relevance.Evidence.relevance, 1.0 for a name match
 
 
-def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float] | None = None, k: float = RRF_K) -> list[Fused]:
+def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float], k: float) -> list[Fused]:
     """Fuse per-note lists (each note once, best first) by weighted RRF.
 
     score(note) = Σ weight_r / (k + rank_r(note)). The representative chunk
     is the one the best-ranking retriever chose (ties go to the first list,
     so keyword hits keep the snippet that shows the query's words).
     """
-    weights = weights or {}
     order = {name: i for i, name in enumerate(lists)}
     fused: dict[int, Fused] = {}
     for name, hits in lists.items():

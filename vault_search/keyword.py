@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .filters import SearchFilters
+from .hits import ChunkHit
 from .query import quote_term
 
 if TYPE_CHECKING:
@@ -22,16 +23,6 @@ COLUMN_WEIGHTS = (4.0, 4.0, 2.0, 2.0, 1.0)
 # best chunk of each note is what is kept.
 CHUNKS_PER_RESULT = 20
 MIN_CHUNK_DEPTH = 200
-
-
-@dataclass
-class ChunkHit:
-    chunk_id: int
-    note_id: int
-    score: float   # -bm25 or cosine: higher is better
-    rank: int      # 1-based rank among chunks
-    z: float | None = None   # vector hits: standard deviations above the query's typical chunk
-    stand_in: bool = False   # holds a waiting note's place in the vector list (search.completed_vector_list)
 
 
 def keyword_notes(conn: sqlite3.Connection, match: str, filters: SearchFilters, chunk_depth: int,

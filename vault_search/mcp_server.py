@@ -24,11 +24,14 @@ from indexer.errors import VaultSearchError
 
 from .options import SearchOptions, agent_words
 from .service import SearchService
-from .vaults import VaultSet
+from .vaults import VaultSet, cap_full_texts
 
 log = logging.getLogger("vault_search.mcp")
 
-INSTRUCTIONS = """\
+# The search option that leaves stale notes out, by the tool's name for it
+# (options.py spells the options; the instructions name this one).
+STALE_OPTION = next(name for name, p, _ in SearchOptions.params() if p.kind == "flag" and "stale" in name)
+INSTRUCTIONS = f"""\
 Search the user's Markdown notes (an Obsidian vault; memory notes, daily logs, in Chinese and English).
 Use `search` as a fallback when you do not already know which note holds a fact: it finds notes by
 keywords and by meaning, across Chinese and English, and returns paths with line ranges. Then use `get`
@@ -38,7 +41,7 @@ size cap, `ls` lists a folder. `links` lists a note's outlinks and backlinks, to
 lists the tags. Before writing a memory, call `similar` with its text: a near_duplicate result already
 says it (update that note instead). Give `search` a token budget to get whole passages that fit your
 context instead of snippets. Results marked `stale: true` were not verified recently (or have expired):
-check them before trusting them, or pass exclude_stale. `status` tells how many notes are indexed and
+check them before trusting them, or pass {STALE_OPTION}. `status` tells how many notes are indexed and
 whether the index is current."""
 
 SEARCH_HELP = """\
@@ -97,7 +100,8 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
             raise ToolError(agent_words(str(exc), names)) from None
 
     _search_tool(mcp, call)
-    _reading_tools(mcp, call)
+    _reading_tools(mcp, call)   # the order the tools are listed in
+    _browsing_tools(mcp, call)
     _memory_tools(mcp, call)
     return mcp
 
@@ -114,8 +118,6 @@ def _search_tool(mcp: Any, call: Callable) -> None:
                 settings = RerankSettings.load(hint=" where the MCP server runs (a tool call cannot name an endpoint)")
             response = s.search(query, options, vault, rerank_settings=settings)
             if options.full:
-                from .server import cap_full_texts
-
                 cap_full_texts(response)
             return response.to_dict()
         return call(run)
@@ -198,6 +200,12 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
         reached. `cut` lists the notes left out or cut short: read those with `get`."""
         patterns = [paths] if isinstance(paths, str) else list(paths)
         return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
+
+
+def _browsing_tools(mcp: Any, call: Callable) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    tool = _one_line_tools(mcp)
 
     @tool
     def ls(folder: Annotated[str | None, Field(description="A vault-relative folder (default: the vault's root).")]

@@ -5,7 +5,7 @@ HTTP server and the MCP tool from their parameters (``from_params``), and the
 thin client sends ``to_params()`` to a running server. A field's ``Param``
 says how a request spells it, how it is read from text or JSON, and what an
 agent is told about it, so adding an option is one field here, its flag in
-cli.py and its use in search.py.
+cli.py and its use in the stage of the query path (vault_search/search/) that reads it.
 """
 
 from __future__ import annotations
@@ -93,6 +93,15 @@ class SearchOptions:
         """``options`` (default: all defaults) with ``changes`` to its fields."""
         return replace(options or cls(), **changes) if changes else (options or cls())
 
+    def check(self) -> None:
+        """Refuse what a number's type does not say (``_TOOL_SCHEMA``), in the
+        words every face uses: the Python API's options are not read by ``from_params``."""
+        if self.min_score is not None and not 0 <= self.min_score <= 1:
+            raise UsageValueError(f"min_score must be between 0 and 1, got {self.min_score}")
+        half_life = self.recency_half_life
+        if half_life is not None and not half_life > 0:
+            raise UsageValueError(f"--recency-half-life must be a positive number of days, got {half_life}")
+
     @classmethod
     def params(cls) -> list[tuple[str, Param, Any]]:
         """(field name, Param, default) of every option a request can carry, in field order."""
@@ -166,7 +175,7 @@ class SearchOptions:
                         for name, p, _ in cls.params() if p.tool and p.doc)
 
 
-# What the JSON schema says of a number beyond its type (checked by from_params and search.prepare).
+# What the JSON schema says of a number beyond its type (checked by ``SearchOptions.check``).
 _TOOL_SCHEMA = {"min_score": {"minimum": 0, "maximum": 1}, "recency_half_life": {"exclusiveMinimum": 0}}
 _TOOL_TYPES = {"text": str | None, "whole": int, "number": float | None, "flag": bool,
                "list": list[str] | str | None}

@@ -1,4 +1,4 @@
-"""A context pack: ``search --budget-tokens N``.
+"""A context pack: a search's hits as the passages that fit a budget of tokens.
 
 An agent asks for what fits its window instead of ten snippets and ten
 ``get`` calls: the hits' passages, in rank order, each a whole section of its
@@ -28,7 +28,7 @@ from indexer.errors import VaultSearchError
 from .results import SearchResult
 
 if TYPE_CHECKING:
-    from .index import Index
+    from .reader import Reader
 
 ESTIMATE = "estimate"   # the counter's name when the index has no model
 MIN_ROOM = 8            # tokens left below which no passage can fit
@@ -49,15 +49,15 @@ class Pack:
     changed: list[str]   # notes edited since they were indexed: their lines may have moved, so left out
 
 
-def note_bytes(index: Index, path: str) -> bytes:
+def note_bytes(reader: Reader, path: str) -> bytes:
     """The note's bytes as the indexer reads them (at most max_file_bytes + 1)."""
     from .files import resolve_path
 
-    with open(resolve_path(index.config, path), "rb") as fh:
-        return fh.read(index.config.max_file_bytes + 1)
+    with open(resolve_path(reader.config, path), "rb") as fh:
+        return fh.read(reader.config.max_file_bytes + 1)
 
 
-def indexed_lines(index: Index, path: str) -> list[str] | None:
+def indexed_lines(reader: Reader, path: str) -> list[str] | None:
     """The note's lines when the file is still what the index read (its line
     ranges still hold); None when it changed or is gone."""
     import hashlib
@@ -65,11 +65,11 @@ def indexed_lines(index: Index, path: str) -> list[str] | None:
     from indexer.parse import BinaryNoteError, decode_note, split_lines
     from indexer.sync import PLAIN_MARK
 
-    row = index.conn.execute("SELECT hash FROM notes WHERE path = ?", (path,)).fetchone()
+    row = reader.conn.execute("SELECT hash FROM notes WHERE path = ?", (path,)).fetchone()
     if row is None:
         return None
     try:
-        data = note_bytes(index, path)
+        data = note_bytes(reader, path)
         # A note indexed as plain text carries a mark on its stored hash (indexer.sync.PLAIN_MARK).
         if hashlib.blake2b(data, digest_size=16).hexdigest() != row[0].partition(PLAIN_MARK)[0]:
             return None
@@ -84,10 +84,10 @@ def indexed_lines(index: Index, path: str) -> list[str] | None:
         return None
 
 
-def counter(index: Index) -> tuple[str, Callable[[str], int]]:
+def counter(reader: Reader) -> tuple[str, Callable[[str], int]]:
     """The embedding model's token count when the index has a model, else the estimate."""
     try:
-        embedder = index.writer.embedder
+        embedder = reader.writer.embedder
         model = embedder.token_counter() if embedder is not None else None
     except Exception:   # a model that cannot load still gets an answer, by estimate
         model = None
@@ -131,9 +131,9 @@ def tokens_within(lines: list[str], room: int, count: Callable[[str], int]) -> i
     return tokens if tokens <= room else None
 
 
-def pack(index: Index, results: list[SearchResult], budget: int) -> Pack:
+def pack(reader: Reader, results: list[SearchResult], budget: int) -> Pack:
     """The hits' passages within ``budget`` tokens, in rank order (see the module)."""
-    name, count = counter(index)
+    name, count = counter(reader)
     packed: list[SearchResult] = []
     spans: dict[str, list[tuple[int, int]]] = {}
     used = left_out = 0
@@ -147,14 +147,14 @@ def pack(index: Index, results: list[SearchResult], budget: int) -> Pack:
             left_out += 1
             continue
         if r.path not in notes:
-            notes[r.path] = indexed_lines(index, r.path)
+            notes[r.path] = indexed_lines(reader, r.path)
             if notes[r.path] is None:
                 changed.append(r.path)
         lines = notes[r.path]
         if lines is None:
             continue
         if r.path not in chunks:
-            chunks[r.path] = note_chunks(index.conn, r.path)
+            chunks[r.path] = note_chunks(reader.conn, r.path)
         choice: str | tuple[int, int, int] | None = None
         for start, end in dict.fromkeys([section(chunks[r.path], r.start_line, r.end_line),
                                          (r.start_line, r.end_line)]):

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexer import faults
+from indexer.store import transaction
 
 if TYPE_CHECKING:
     from .results import SearchResponse
@@ -172,18 +172,15 @@ def _record(index_dir: str | Path, response: SearchResponse) -> None:
     hits = [r for r in response.results if not r.related]
     relevances = [r.relevance for r in hits if r.relevance is not None]
     top = [{"path": r.path, "match": r.match, "relevance": r.relevance} for r in hits[:TOP_HITS]]
-    with closing(_connect(index_dir)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
+    with closing(_connect(index_dir)) as conn, transaction(conn, "query-log"):
         cur = conn.execute(
             "INSERT INTO searches (at, query, mode, took_ms, results, best_relevance, top) VALUES (?,?,?,?,?,?,?)",
             (time.time(), _storable(response.query[:MAX_QUERY_CHARS]), response.mode, response.took_ms, len(hits),
              max(relevances) if relevances else None, _storable(json.dumps(top, ensure_ascii=False))))
         conn.executemany("INSERT INTO hits VALUES (?, ?)",
                          [(cur.lastrowid, _storable(r.path)) for r in hits[:LOGGED_HITS]])
-        faults.point("query-log")
         if (cur.lastrowid and cur.lastrowid % PRUNE_EVERY == 0) or _used_bytes(conn) > MAX_LOG_BYTES:
             _prune(conn)   # bounded: the oldest go (two PRAGMAs a search keep big entries from overshooting)
-        conn.execute("COMMIT")
 
 
 def _prune(conn: sqlite3.Connection) -> None:

@@ -104,7 +104,13 @@ def render_search(response: SearchResponse) -> str:
     return "\n".join(lines)
 
 
+# What each list's score is, where it is not just a score.
+SCORE_NAMES = {"fts": "bm25", "proximity": "bm25", "translated": "bm25", "vector": "cos", "title": "name alike"}
+
+
 def render_explain(ex: Explain, mode: str) -> list[str]:
+    """A search's ``Explain`` as dim lines: the query's settings, then each
+    result with its rank and score in every list that voted for it."""
     lines = [click.style(f"FTS MATCH: {ex.fts_match}", dim=True)]
     if mode == "hybrid":
         lines.append(click.style(f"RRF k={ex.rrf_k}, weights {ex.weights} "
@@ -122,15 +128,8 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
         if ex.proximity_match:
             lines.append(click.style(f"Chinese phrases kept together: {ex.proximity_match}", dim=True))
     for row in ex.ranks:
-        parts = []
-        if row.fts_rank is not None:
-            parts.append(f"fts #{row.fts_rank} (bm25 {row.fts_score})")
-        if row.vector_rank is not None:
-            parts.append(f"vector #{row.vector_rank} (cos {row.vector_score})")
-        if row.proximity_rank is not None:
-            parts.append(f"phrase #{row.proximity_rank}")
-        if row.latent_rank is not None:
-            parts.append(f"latent #{row.latent_rank}")
+        parts = [f"{name} #{rank}" + (f" ({SCORE_NAMES.get(name, 'score')} {row.scores[name]})"
+                                      if name in row.scores else "") for name, rank in row.ranks.items()]
         parts.append(f"fused {row.fused_score:.5f}")
         if row.rerank_score is not None:
             parts.append(f"judge {row.rerank_score:g}/10, blended {row.blended_score:.4f}")
@@ -151,7 +150,7 @@ CSV_COLUMNS = ("rank", "path", "start_line", "end_line", "title", "heading", "sc
 
 def render_csv(response: SearchResponse) -> str:
     """One row per result under a header (RFC 4180, CRLF line ends as the
-    csv module writes them): tags joined by spaces, ``text`` last with --full."""
+    csv module writes them): tags joined by spaces, ``text`` last with whole notes."""
     import csv
     import io
 

@@ -217,22 +217,10 @@ def post_json(url: str, body: bytes, headers: dict, deadline: float) -> bytes:
         response = conn.getresponse()
         if response.status != 200:
             raise JudgeError(f"HTTP {response.status} from the endpoint")
-        declared = response.getheader("Content-Length") or ""
-        if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
-            raise JudgeError(f"the endpoint's answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
-        chunks, size = [], 0
-        while True:
-            held["sock"].settimeout(left())
-            chunk = response.read1(65536)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_ANSWER_BYTES:
-                raise JudgeError(f"the endpoint's answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
-            chunks.append(chunk)
+        answer = _read_body(response, held["sock"], left)
         if expired.is_set():       # the cut looks like the end of the body
             raise TimeoutError
-        return b"".join(chunks)
+        return answer
     except (OSError, http.client.HTTPException):
         if expired.is_set() or time.monotonic() >= deadline:
             raise TimeoutError from None
@@ -240,6 +228,25 @@ def post_json(url: str, body: bytes, headers: dict, deadline: float) -> bytes:
     finally:
         timer.cancel()
         conn.close()
+
+
+def _read_body(response: http.client.HTTPResponse, sock: Any, left: Callable[[], float]) -> bytes:
+    """The answer's body, refused past MAX_ANSWER_BYTES (declared or read),
+    each read on ``sock`` bounded by the time ``left``."""
+    declared = response.getheader("Content-Length") or ""
+    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise JudgeError(f"the endpoint's answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
+    chunks, size = [], 0
+    while True:
+        sock.settimeout(left())
+        chunk = response.read1(65536)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise JudgeError(f"the endpoint's answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 _FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$")
@@ -281,7 +288,10 @@ def parse_scores(content: str, ids: list[str]) -> dict[str, float]:
 
 
 class Reranker:
-    def __init__(self, settings: RerankSettings, conn: sqlite3.Connection | None = None):
+    """The judge of one search: ``settings``' endpoint, and ``conn``'s
+    rerank_cache of its earlier scores (by model, query and chunk text)."""
+
+    def __init__(self, settings: RerankSettings, conn: sqlite3.Connection):
         self.settings = settings
         self.conn = conn
         self.requests_sent = 0
@@ -291,7 +301,7 @@ class Reranker:
         return hashlib.blake2b(query.strip().encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
     def _cached(self, query: str, candidates: list[Candidate]) -> dict[str, float]:
-        if self.conn is None or not candidates:
+        if not candidates:
             return {}
         marks = ",".join("?" * len(candidates))
         rows = self.conn.execute(
@@ -301,8 +311,6 @@ class Reranker:
         return {c.id: by_hash[c.chunk_hash] for c in candidates if c.chunk_hash in by_hash}
 
     def _store(self, query: str, candidates: list[Candidate], scores: dict[str, float]) -> None:
-        if self.conn is None:
-            return
         rows = [(self.settings.model, self._query_key(query), c.chunk_hash, scores[c.id], time.time())
                 for c in candidates if c.id in scores]
         # A cache write never makes a query wait behind a long index write.

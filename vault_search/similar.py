@@ -30,7 +30,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -42,10 +42,11 @@ from .filters import SearchFilters
 from .fusion import rrf
 from .keyword import best_per_note, document_frequencies, idf, keyword_hits
 from .query import STOP_WORDS, quote_term
+from .search.weights import RRF_K
 from .snippet import make_snippet
 
 if TYPE_CHECKING:
-    from .index import Index
+    from .reader import Reader
 
 KEY_TERMS = 16             # the source's words searched for
 CANDIDATE_TERMS = 80       # its most frequent words weighed by idf to choose them
@@ -89,45 +90,40 @@ class SimilarResponse:
         return asdict(self)
 
 
-def similar(index: Index, note: str | None = None, text: str | None = None, limit: int = 10) -> SimilarResponse:
+class Source(NamedTuple):
+    """What ``similar`` compares against."""
+    path: str                    # the note's path, or "text" for a draft
+    note_id: int | None          # the note, never listed (None: a draft)
+    chunk_ids: tuple[int, ...]   # the note's chunks
+    text: str
+
+
+def similar(reader: Reader, note: str | None = None, text: str | None = None, limit: int = 10) -> SimilarResponse:
     if (note is None) == (text is None):
         raise UsageValueError("similar needs a note or a text (--text), not both")
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageValueError(f"limit must be between 1 and {MAX_LIMIT}")
     t0 = time.perf_counter()
-    conn = index.conn
-    source_id = None
-    if note is not None:
-        path = indexed_path(conn, index.config, note)
-        source_id = conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()[0]
-        rows = conn.execute("SELECT id, text FROM chunks WHERE note_id = ? ORDER BY start_line",
-                            (source_id,)).fetchall()
-        chunk_ids = tuple(cid for cid, _ in rows)
-        text = "\n".join(t for _, t in rows)
-    else:
-        path, chunk_ids = "text", ()
-    text = (text or "")[:SOURCE_CHARS]
-    if not text.strip() and not chunk_ids:
-        raise UsageValueError("nothing to compare: the text is empty")
+    conn = reader.conn
+    path, source_id, chunk_ids, text = read_source(reader, note, text)
     warnings: list[str] = []
-    terms, weights = key_terms(index, text)
+    terms, weights = key_terms(reader, text)
     lists = {}
     if terms:
         hits = keyword_hits(conn, " OR ".join(quote_term(t) for t in terms), SearchFilters(), DEPTH)
         lists["fts"] = best_per_note([h for h in hits if h.note_id != source_id], DEPTH)
     mode = "fts"
-    if index.has_vectors():
+    if reader.has_vectors():
         mode = "hybrid"
-        vector = source_vector(index, list(chunk_ids), text)
+        vector = source_vector(reader, list(chunk_ids), text)
         if vector is None:
             warnings.append("the note has no vectors yet (it waits for embedding): words only")
         else:
-            from .vector import vector_hits
+            from .vector import nearest_notes
 
-            top = index.vectors().top_chunks(vector, DEPTH)
-            hits = vector_hits(index.chunk_notes(), top)
-            lists["vector"] = best_per_note([h for h in hits if h.note_id != source_id], DEPTH)
-    fused = rrf(lists)[:max(limit, WEAK_GUESSES) * 3]
+            hits = nearest_notes(reader.vectors(), reader.chunk_notes(), vector, DEPTH, DEPTH)
+            lists["vector"] = [h for h in hits if h.note_id != source_id]
+    fused = rrf(lists, {}, RRF_K)[:max(limit, WEAK_GUESSES) * 3]
     owned = note_terms(conn, [f.note_id for f in fused], terms)
     total = sum(weights.values()) or 1.0
     z_of = {h.note_id: h.z for h in lists.get("vector", [])}
@@ -140,7 +136,7 @@ def similar(index: Index, note: str | None = None, text: str | None = None, limi
         overlap = round(sum(weights[t] for t in shared) / total, 3)
         cosine = f.scores.get("vector")
         if cosine is None and "vector" in lists:
-            cosine = nearest_chunk(index, vector, f.note_id) if vector is not None else None
+            cosine = nearest_chunk(reader, vector, f.note_id) if vector is not None else None
         near = (cosine is not None and cosine >= NEAR_DUPLICATE_COSINE and overlap >= NEAR_DUPLICATE_OVERLAP) or \
             ("vector" not in lists and overlap >= NEAR_DUPLICATE_OVERLAP_ALONE)
         found = SimilarNote(row[0], row[1], row[2], row[3], row[4],
@@ -156,12 +152,30 @@ def similar(index: Index, note: str | None = None, text: str | None = None, limi
     return SimilarResponse(path, mode, terms, round((time.perf_counter() - t0) * 1000, 2), warnings, results)
 
 
-def key_terms(index: Index, text: str) -> tuple[list[str], dict[str, float]]:
+def read_source(reader: Reader, note: str | None, text: str | None) -> Source:
+    """The note's (or the draft's) text, its first SOURCE_CHARS."""
+    source_id = None
+    if note is not None:
+        path = indexed_path(reader.conn, reader.config, note)
+        source_id = reader.conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()[0]
+        rows = reader.conn.execute("SELECT id, text FROM chunks WHERE note_id = ? ORDER BY start_line",
+                                   (source_id,)).fetchall()
+        chunk_ids: tuple[int, ...] = tuple(cid for cid, _ in rows)
+        text = "\n".join(t for _, t in rows)
+    else:
+        path, chunk_ids = "text", ()
+    text = (text or "")[:SOURCE_CHARS]
+    if not text.strip() and not chunk_ids:
+        raise UsageValueError("nothing to compare: the text is empty")
+    return Source(path, source_id, chunk_ids, text)
+
+
+def key_terms(reader: Reader, text: str) -> tuple[list[str], dict[str, float]]:
     """The source's most distinctive words (tf x idf) and each one's idf."""
-    index.segmenter.prepare([text])
-    counts = Counter(t for t in index.segmenter.segment(text) if t not in STOP_WORDS and len(t) > 1)
+    reader.segmenter.prepare([text])
+    counts = Counter(t for t in reader.segmenter.segment(text) if t not in STOP_WORDS and len(t) > 1)
     candidates = [t for t, _ in counts.most_common(CANDIDATE_TERMS)]
-    freqs = document_frequencies(index.conn, candidates)
+    freqs = document_frequencies(reader.conn, candidates)
     scored = {t: counts[t] * idf(freqs.df.get(t, 0), freqs.chunks) for t in candidates if freqs.df.get(t)}
     terms = sorted(scored, key=lambda t: -scored[t])[:KEY_TERMS]
     return terms, {t: idf(freqs.df[t], freqs.chunks) for t in terms}
@@ -177,12 +191,12 @@ def note_terms(conn, note_ids: list[int], terms: list[str]) -> dict[str, set[int
         f"WHERE chunks_fts MATCH ? AND c.note_id IN ({marks})", [quote_term(t), *note_ids])} for t in terms}
 
 
-def source_vector(index: Index, chunk_ids: list[int], text: str) -> np.ndarray | None:
+def source_vector(reader: Reader, chunk_ids: list[int], text: str) -> np.ndarray | None:
     """A note: the normalised mean of its chunks' vectors (None when none has
     one yet); a draft: its first ``EMBED_CHARS`` embedded as a passage."""
     if not chunk_ids:
-        return index.embedder.embed_passages([text[:EMBED_CHARS]])[0]
-    vectors = index.vectors()
+        return reader.embedder.embed_passages([text[:EMBED_CHARS]])[0]
+    vectors = reader.vectors()
     rows = np.flatnonzero(np.isin(vectors.ids, np.asarray(chunk_ids, dtype=np.int64)))
     if len(rows) == 0:
         return None
@@ -191,9 +205,9 @@ def source_vector(index: Index, chunk_ids: list[int], text: str) -> np.ndarray |
     return mean / norm if norm > 0 and math.isfinite(norm) else None
 
 
-def nearest_chunk(index: Index, vector: np.ndarray, note_id: int) -> float | None:
+def nearest_chunk(reader: Reader, vector: np.ndarray, note_id: int) -> float | None:
     """The cosine of a note's nearest chunk (a note the vector list did not reach)."""
-    ids = [cid for (cid,) in index.conn.execute("SELECT id FROM chunks WHERE note_id = ?", (note_id,))]
-    vectors = index.vectors()
+    ids = [cid for (cid,) in reader.conn.execute("SELECT id FROM chunks WHERE note_id = ?", (note_id,))]
+    vectors = reader.vectors()
     rows = np.flatnonzero(np.isin(vectors.ids, np.asarray(ids, dtype=np.int64)))
     return float((vectors.matrix[rows] @ vector).max()) if len(rows) else None

@@ -341,23 +341,7 @@ class Dictionary:
 
 def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """Read a CEDICT file into the two maps ``Dictionary`` holds."""
-    merged: dict[str, list[str]] = {}
-    simplified: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.startswith("#"):
-                continue
-            m = LINE_RE.match(line)
-            if m is None:
-                continue
-            trad, simp, body = m.groups()
-            usable = [s for s in (clean_sense(raw) for raw in body.split("/")) if s]
-            if not usable:
-                continue
-            simplified.add(simp)
-            for head in (simp, trad) if trad != simp else (simp,):
-                known = merged.setdefault(head, [])
-                known.extend(s for s in usable if s not in known)
+    merged, simplified = _read_senses(path)
     freq = _read_frequencies(frequencies) if frequencies else {}
     reverse: dict[str, dict[str, float]] = {}
     run_together: dict[str, dict[str, float]] = {}
@@ -401,6 +385,29 @@ def parse(path: Path, frequencies: Path | None = None) -> tuple[dict[str, str], 
                            sorted(heads.items(), key=lambda hs: (-hs[1], len(hs[0]), hs[0])))
               for en, heads in reverse.items()}
     return senses, ranked
+
+
+def _read_senses(path: Path) -> tuple[dict[str, list[str]], set[str]]:
+    """A CEDICT file's usable senses of each headword (simplified and
+    traditional alike, merged), and its simplified headwords."""
+    merged: dict[str, list[str]] = {}
+    simplified: set[str] = set()
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("#"):
+                continue
+            m = LINE_RE.match(line)
+            if m is None:
+                continue
+            trad, simp, body = m.groups()
+            usable = [s for s in (clean_sense(raw) for raw in body.split("/")) if s]
+            if not usable:
+                continue
+            simplified.add(simp)
+            for head in (simp, trad) if trad != simp else (simp,):
+                known = merged.setdefault(head, [])
+                known.extend(s for s in usable if s not in known)
+    return merged, simplified
 
 
 def _read_frequencies(path: Path) -> dict[str, int]:

@@ -6,7 +6,9 @@ that names none, asks every vault and merges the lists by ``relevance`` (the
 one score that means the same across queries and indexes; README
 "Relevance"), keeping each vault's own order among equals. With more than one
 vault every result names its vault (``vault``). A single vault is a set of
-one: the answers are exactly those of its service.
+one: the answers are exactly those of its service. The whole notes a
+resident face's answer carries (``full``) stop at MAX_FULL_TEXT_BYTES
+(``cap_full_texts``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ if TYPE_CHECKING:
     from .querylog import QueryLog
     from .rerank import RerankSettings
     from .similar import SimilarResponse
+
+
+# full=1's whole notes, all results together: far more than any agent's
+# context holds, yet one request asking for 1000 large notes built and sent a
+# 95 MB answer (seconds of the server's time, and the client's memory).
+MAX_FULL_TEXT_BYTES = 4 << 20
 
 
 class WrongVaultError(UsageValueError):
@@ -84,8 +92,8 @@ class VaultSet:
                 r.vault = service.config.vault_name
             answers.append((service.config.vault_name, response))
         merged = merge(answers, options.limit, (time.perf_counter() - t0) * 1000)
-        if options.budget_tokens:
-            within_budget(merged, self.services[0], options.budget_tokens)
+        if merged.token_budget:   # a context pack: each vault packed its own to the whole budget
+            within_budget(merged, self.services[0], merged.token_budget)
         return merged
 
     def get(self, path: str, start: int | None = None, end: int | None = None, vault: str | None = None,
@@ -175,3 +183,38 @@ def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float)
     first = answers[0][1]
     return replace(first, mode=mode, took_ms=round(took_ms, 2), warnings=warnings, results=kept,
                    explain=None, terms=sorted({t for _, a in answers for t in a.terms}))
+
+
+def cap_full_texts(response: SearchResponse, limit: int = MAX_FULL_TEXT_BYTES) -> None:
+    """full=1: the results' whole notes, in rank order, until ``limit`` bytes
+    (UTF-8) in all; the note that crosses it is cut after its last whole line
+    that fits, the later ones carry no text, and a warning says which."""
+    used, cut, dropped = 0, None, []
+    for r in response.results:
+        if r.text is None:
+            continue
+        if cut is not None or used >= limit:
+            r.text = None
+            dropped.append(r.path)
+            continue
+        size = len(r.text.encode("utf-8", "surrogatepass"))
+        if used + size <= limit:
+            used += size
+            continue
+        room, kept = limit - used, []
+        for line in r.text.split("\n"):
+            room -= len(line.encode("utf-8", "surrogatepass")) + 1
+            if room < 0:
+                break
+            kept.append(line)
+        r.text = "\n".join(kept)
+        cut = (r.path, len(kept))
+        used = limit
+    if cut is None and not dropped:
+        return
+    said = f"{cut[0]} is cut after line {cut[1]}" if cut else ""
+    if dropped:
+        named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+        said += ("; " if said else "") + f"no text for {named}"
+    response.warnings.append(f"full: whole texts stop at {limit / (1 << 20):g} MB per answer: {said} "
+                             "(read them with get)")

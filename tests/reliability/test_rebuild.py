@@ -9,11 +9,9 @@ import signal
 import sqlite3
 import subprocess
 import time
-from http.client import HTTPConnection
-from urllib.parse import urlencode
 
 import pytest
-from conftest import CLI, SAMPLE_VAULT, copy_tree, start_server, write
+from conftest import CLI, SAMPLE_VAULT, copy_tree, http_search, served_paths, start_server, write
 from conftest import run_cli as run
 
 from reliability.test_crash import snapshot
@@ -100,17 +98,6 @@ def test_a_second_rebuild_is_refused_while_one_runs(tmp_path, ledger):
 
 # -- a rebuild beside a running `serve` or `watch` ------------------------------
 
-def served(port, query):
-    """Paths a running server finds for ``query`` (keyword search)."""
-    conn = HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request("GET", "/search?" + urlencode({"query": query, "mode": "fts"}),
-                     headers={"Host": f"127.0.0.1:{port}"})
-        return [r["path"] for r in json.loads(conn.getresponse().read())["results"]]
-    finally:
-        conn.close()
-
-
 def wait_for(predicate, timeout):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -121,7 +108,7 @@ def wait_for(predicate, timeout):
 
 
 def all_served(port, words):
-    return all(served(port, word) == [f"Inbox/during-{i}.md"] for i, word in enumerate(words))
+    return all(served_paths(port, word, mode="fts") == [f"Inbox/during-{i}.md"] for i, word in enumerate(words))
 
 
 def stop(proc):
@@ -174,7 +161,7 @@ def test_a_server_keeps_notes_saved_during_a_rebuild_beside_it(tmp_path, ledger,
     proc, info = start_server(vault, index)   # --interval 60: no rescan within the test
     try:
         port = info["port"]
-        words, progress = notes_arrive_after_the_scan(vault, seen=lambda w: served(port, w))
+        words, progress = notes_arrive_after_the_scan(vault, seen=lambda w: served_paths(port, w, mode="fts"))
         with Index.open(vault, index, rebuild=True) as idx:
             idx.sync(progress=progress)
         wait_for(lambda: all_served(port, words), timeout=5)
@@ -183,8 +170,8 @@ def test_a_server_keeps_notes_saved_during_a_rebuild_beside_it(tmp_path, ledger,
         # the server's watcher notices the new file and syncs the whole vault.
         for i in range(3):
             (vault / f"Inbox/during-{i}.md").unlink()
-        wait_for(lambda: not any(served(port, w) for w in words), timeout=10)
-        words, progress = notes_arrive_after_the_scan(vault, seen=lambda w: served(port, w))
+        wait_for(lambda: not any(served_paths(port, w, mode="fts") for w in words), timeout=10)
+        words, progress = notes_arrive_after_the_scan(vault, seen=lambda w: served_paths(port, w, mode="fts"))
         monkeypatch.setenv(faults.ENV, "swapped=interrupt")
         faults.reset()
         with Index.open(vault, index, rebuild=True) as idx, pytest.raises(KeyboardInterrupt):
@@ -298,14 +285,7 @@ def test_a_rebuild_with_another_model_beside_serve_is_searched_by_meaning_with_i
     port = info["port"]
 
     def ask(mode, query="numbatlater"):
-        conn = HTTPConnection("127.0.0.1", port, timeout=30)
-        try:
-            conn.request("GET", "/search?" + urlencode({"query": query, "mode": mode}),
-                         headers={"Host": f"127.0.0.1:{port}"})
-            response = conn.getresponse()
-            return response.status, json.loads(response.read())
-        finally:
-            conn.close()
+        return http_search(port, query, mode=mode)
 
     try:
         assert ask("vector")[0] == 200
@@ -375,7 +355,8 @@ def test_a_rebuild_for_another_vault_is_not_swapped_in_under_a_server_started_me
             f"the index at {index} is in use by `vault-search serve` (pid {proc.pid}) for the vault {vault}; "
             f"a rebuild for {other} would replace that vault's index: stop it first, or use another --index-dir")
         assert not (index / "rebuild").exists()
-        assert served(info["port"], "numbatlater") == ["Later.md"] and not served(info["port"], "xenolithalien")
+        assert served_paths(info["port"], "numbatlater", mode="fts") == ["Later.md"]
+        assert not served_paths(info["port"], "xenolithalien", mode="fts")
         assert proc.poll() is None
     finally:
         for proc, _ in servers:

@@ -10,7 +10,6 @@ import json
 import socket
 from http.client import HTTPConnection
 
-import pytest
 from conftest import CLI, start_server
 
 from indexer import __version__
@@ -30,17 +29,8 @@ def http(port, path, *, method="GET", body=None, headers=None, address="127.0.0.
         conn.close()
 
 
-@pytest.fixture
-def served(vault, index_dir, cli):
-    assert cli("index", "--no-embed").code == 0
-    proc, info = start_server(vault, index_dir, "--no-watch")
-    yield info["port"]
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
 def test_http_limit_outside_1_to_1000_is_refused(served, ledger):
-    port = served
+    port = served["port"]
     for bad in ("0", "-5", "1001", "100000"):
         status, data, _ = http(port, f"/search?query=tea&limit={bad}")
         assert (status, data) == (400, {"error": LIMIT_ERROR}), bad
@@ -56,7 +46,7 @@ def test_http_limit_outside_1_to_1000_is_refused(served, ledger):
 
 
 def test_http_booleans_any_usual_spelling_else_400(served):
-    port = served
+    port = served["port"]
     for yes in ("1", "true", "True", "TRUE", "yes", "On"):
         status, data, _ = http(port, f"/search?query=tea&explain={yes}")
         assert status == 200 and "explain" in data, yes
@@ -75,7 +65,7 @@ def test_http_booleans_any_usual_spelling_else_400(served):
 
 
 def test_other_methods_answer_json_405_with_allow(served, ledger):
-    port = served
+    port = served["port"]
     methods = ("PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "BREW")
     for method in methods:
         status, data, r = http(port, "/search?query=tea", method=method, body=b"" if method != "TRACE" else None)

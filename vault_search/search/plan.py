@@ -1,0 +1,156 @@
+"""Stages 1 and 2: what was asked, and what the query is.
+
+1. ``prepare``     before the index is read: the text made printable, the
+                   options checked, the filters built, the judge's endpoint
+                   loaded when a judge is asked for. A ``Request``.
+2. ``plan_query``  inside the read snapshot: the mode, the query's words as
+                   the notes were segmented, how many chunks hold each, how
+                   much of the query the index knows (coverage), whether it is
+                   a question in the script the notes mostly are not, how deep
+                   each list looks, how much of the index has vectors, and
+                   which side queries it gets: its translation when it needs
+                   one (crosslingual.py), else its Chinese phrases
+                   (``query.proximity_query``). A ``QueryPlan``: what every
+                   later stage reads.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from indexer.config import VaultConfig
+from indexer.store import vectors_state
+
+from ..filters import SearchFilters, clean_text
+from ..keyword import Frequencies, document_frequencies, term_coverage
+from ..options import MAX_LIMIT, MODES, SearchOptions, UnsupportedModeError
+from ..query import FtsQuery, fts_query, proximity_query
+from .crosslingual import (
+    Translation,
+    foreign_query,
+    needs_translation,
+    translated_query,
+    with_blend,
+    with_untranslated,
+)
+from .weights import FUSION_DEPTH, QueryFeatures
+
+if TYPE_CHECKING:
+    from ..reader import Reader
+    from ..rerank import RerankSettings
+
+
+@dataclass(frozen=True)
+class Request:
+    """Stage 1: a search as asked, checked."""
+    text: str                        # the query made printable
+    options: SearchOptions
+    limit: int                       # results asked for, within 1..MAX_LIMIT
+    filters: SearchFilters
+    judge: RerankSettings | None     # the judge's endpoint, when a judge is asked for
+
+    @property
+    def keep(self) -> int:
+        """The rows a search builds: the page, or the judge's head when that is larger."""
+        return max(self.limit, self.judge.top_n) if self.judge else self.limit
+
+
+@dataclass(frozen=True)
+class QueryPlan(Request):
+    """Stage 2: the request and what was decided about its query."""
+    mode: str                        # "hybrid", "fts" or "vector"
+    fq: FtsQuery                     # the query's words, OR-ed
+    freqs: Frequencies               # the chunks holding each word
+    coverage: float | None           # hybrid: the IDF-weighted share of its words the index knows
+    foreign: bool                    # hybrid: a question in a script the notes mostly are not
+    depth: int                       # notes each list contributes
+    embedded: int                    # chunks vector search can see ...
+    chunks: int                      # ... of all chunks (both 0 for a keyword-only index)
+    translation: Translation | None = None   # side queries: the query's words in the notes' other language,
+    near: FtsQuery | None = None             # ... or else its Chinese phrases (hybrid)
+
+    @property
+    def embedded_share(self) -> float:
+        return self.embedded / self.chunks if self.chunks else 1.0
+
+    def features(self, lists: dict) -> QueryFeatures:
+        """What the ranking model reads of this query, given the lists that voted."""
+        untranslated = self.translation.untranslated if self.translation is not None else None
+        return QueryFeatures(self.mode, tuple(lists), self.coverage, untranslated, self.foreign, self.embedded_share)
+
+
+def prepare(query: str, options: SearchOptions, config: VaultConfig,
+            rerank_settings: RerankSettings | None = None) -> Request:
+    """Stage 1: the query text made printable, the limit within 1..MAX_LIMIT, the
+    filters, and the judge when one is asked for (``rerank_settings``, else the
+    environment's); a bad mode, filter or number is a ``UsageValueError``."""
+    query = clean_text(query or "")
+    if options.mode is not None and options.mode not in MODES:
+        raise UnsupportedModeError(f"unknown mode {options.mode!r}; use one of {', '.join(MODES)}")
+    limit = max(1, min(int(options.limit), MAX_LIMIT))
+    filters = SearchFilters.of(options, config)
+    options.check()
+    judge = None
+    if options.rerank:
+        from ..rerank import RerankSettings
+
+        judge = rerank_settings or RerankSettings.load()
+    return Request(query, options, limit, filters, judge)
+
+
+def plan_query(reader: Reader, request: Request) -> QueryPlan:
+    """Stage 2 (see the module)."""
+    mode = resolve_mode(request.options.mode, reader.has_vectors())
+    # A process's first query loads only the dictionary parts its
+    # words need, not all of jieba's (0.3 s): a one-shot CLI search.
+    reader.segmenter.prepare([request.text])
+    fq = fts_query(request.text, reader.segmenter)
+    freqs = document_frequencies(reader.conn, fq.terms)
+    coverage = term_coverage(reader.conn, fq.terms, freqs) if mode == "hybrid" else None
+    foreign = mode == "hybrid" and foreign_query(reader, fq)
+    embedded, chunks = vector_coverage(reader.conn, reader.model_spec)
+    plan = QueryPlan(**vars(request), mode=mode, fq=fq, freqs=freqs, coverage=coverage, foreign=foreign,
+                     depth=note_depth(mode, request.limit, request.options.depth), embedded=embedded, chunks=chunks)
+    return side_queries(reader, plan)
+
+
+def resolve_mode(mode: str | None, has_vectors: bool) -> str:
+    """The mode asked for, else hybrid when the index has vectors, else fts."""
+    mode = mode or ("hybrid" if has_vectors else "fts")
+    if mode != "fts" and not has_vectors:
+        raise UnsupportedModeError(
+            f"--mode {mode} needs embeddings, which this index does not have; "
+            "run `vault-search index` (without --no-embed), or use --mode fts")
+    return mode
+
+
+def note_depth(mode: str, limit: int, depth: int | None = None) -> int:
+    """Notes each retriever lists: the hybrid fuses deeper lists than the page."""
+    return max(limit, depth or FUSION_DEPTH) if mode == "hybrid" else limit
+
+
+def vector_coverage(conn: sqlite3.Connection, model: str | None) -> tuple[int, int]:
+    """(chunks vector search can see, all chunks); both 0 for a keyword-only index."""
+    if not model:
+        return 0, 0
+    state = vectors_state(conn)
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    return min(int(state.get("rows", 0)) if state else 0, chunks), chunks
+
+
+def side_queries(reader: Reader, plan: QueryPlan) -> QueryPlan:
+    """Stage 2b, in the hybrid: the query's translation when it needs one
+    (``crosslingual.needs_translation``), else its Chinese phrases
+    (``query.proximity_query``: a translated question's own words are
+    fragments of another language)."""
+    translation = None
+    if needs_translation(plan.mode, plan.fq, plan.coverage, plan.foreign):
+        han = frozenset(w for run in reader.segmenter.han_words(plan.text) for w in run)
+        translation = translated_query(reader.conn, plan.fq, han)
+    if translation is not None and not plan.foreign:
+        return replace(plan, translation=with_blend(translation, plan.coverage))
+    if translation is not None:
+        return replace(plan, translation=with_untranslated(reader.conn, translation, plan.fq, plan.freqs))
+    return replace(plan, near=proximity_query(plan.text, reader.segmenter) if plan.mode == "hybrid" else None)
