@@ -164,13 +164,15 @@ class IndexConnection:
         self._identity = identity
         self._segmenter = None
         self.generation += 1
-        recorded = get_meta(conn, "embed_model")
-        if not self._embedder_given or (self._embedder is not None and recorded
-                                        and self._embedder.spec != recorded):
-            # A rebuild may have chosen another model: a resident's shared
-            # embedder of the old one would embed queries the new vectors cannot match.
-            self._embedder = None
-            self._embedder_given = False
+        if not self._embedder_given or _of_another_model(self._embedder, conn):
+            self._embedder, self._embedder_given = None, False   # a rebuild may have chosen another model
+
+
+def _of_another_model(embedder: Embedder | None, conn: sqlite3.Connection) -> bool:
+    """A given embedder (a resident's, shared by its reader) of another model
+    than the index now records: it would embed queries the vectors cannot match."""
+    recorded = get_meta(conn, "embed_model")
+    return embedder is not None and recorded is not None and embedder.spec != recorded
 
     def _follow_writers(self) -> bool:
         """A long-lived writer (the watcher) follows an `index --rebuild` made

@@ -192,6 +192,13 @@ def other_vault(tmp_path):
     return other
 
 
+def taken_over(other, index):
+    """The rebuild for the other vault goes ahead and its notes are searched."""
+    r = run(other, index, "index", "--rebuild", "--no-embed")
+    assert r.returncode == 0, r.stderr
+    assert hits(other, index, "xenolithalien") == ["Alien.md"]
+
+
 def start_watch(vault, index):
     proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index), "watch",
                              "--interval", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -218,9 +225,7 @@ def test_a_rebuild_for_another_vault_is_refused_while_the_index_is_served(tmp_pa
     finally:
         stop(proc)
     # Stopped, the folder may be handed over: the rebuild replaces the other vault's index.
-    r = run(other, index, "index", "--rebuild", "--no-embed")
-    assert r.returncode == 0, r.stderr
-    assert hits(other, index, "xenolithalien") == ["Alien.md"]
+    taken_over(other, index)
     ledger.record("concurrency", f"`index --rebuild` of another vault into the index a `{resident}` uses",
                   "refused in one line (stop it first, or another --index-dir); the served index is untouched")
 
@@ -245,9 +250,7 @@ def test_a_rebuild_for_another_vault_is_refused_while_an_mcp_session_keeps_the_i
 
     asyncio.run(session())
     assert not list(index.glob("mcp.*.lock"))   # the session's lock file goes with it
-    r = run(other, index, "index", "--rebuild", "--no-embed")
-    assert r.returncode == 0, r.stderr
-    assert hits(other, index, "xenolithalien") == ["Alien.md"]
+    taken_over(other, index)
     ledger.record("concurrency", "`index --rebuild` of another vault into the index an `mcp` session uses",
                   "refused in one line, as under `serve` and `watch`; the session keeps searching its own vault")
 
@@ -328,9 +331,7 @@ def test_a_stale_server_file_whose_pid_was_reused_does_not_refuse_a_rebuild(tmp_
         r = run(other, index, "index", "--rebuild", "--no-embed")
         assert r.returncode == 1 and f"in use by `vault-search serve` (pid {os.getpid()})" in r.stderr, r
     # The same live pid (reused by another program), its port closed: stale.
-    r = run(other, index, "index", "--rebuild", "--no-embed")
-    assert r.returncode == 0, r.stderr
-    assert hits(other, index, "xenolithalien") == ["Alien.md"]
+    taken_over(other, index)
     ledger.record("concurrency", "a server.json left by a killed server whose pid now belongs to another program",
                   "ignored (its port takes no connection): `index --rebuild` of another vault goes ahead")
 
