@@ -167,13 +167,6 @@ class IndexConnection:
         if not self._embedder_given or _of_another_model(self._embedder, conn):
             self._embedder, self._embedder_given = None, False   # a rebuild may have chosen another model
 
-
-def _of_another_model(embedder: Embedder | None, conn: sqlite3.Connection) -> bool:
-    """A given embedder (a resident's, shared by its reader) of another model
-    than the index now records: it would embed queries the vectors cannot match."""
-    recorded = get_meta(conn, "embed_model")
-    return embedder is not None and recorded is not None and embedder.spec != recorded
-
     def _follow_writers(self) -> bool:
         """A long-lived writer (the watcher) follows an `index --rebuild` made
         by another process instead of writing into the deleted file; True
@@ -186,6 +179,13 @@ def _of_another_model(embedder: Embedder | None, conn: sqlite3.Connection) -> bo
             return False
         self._switch_to(connect(db_path(self.config.index_dir), create=True), _identity_of(self.config.index_dir))
         return True
+
+
+def _of_another_model(embedder: Embedder | None, conn: sqlite3.Connection) -> bool:
+    """A given embedder (a resident's, shared by its reader) of another model
+    than the index now records: it would embed queries the vectors cannot match."""
+    recorded = get_meta(conn, "embed_model")
+    return embedder is not None and recorded is not None and embedder.spec != recorded
 
 
 class IndexWriter(IndexConnection):

@@ -315,7 +315,7 @@ def test_recency_prior_puts_the_newer_of_two_equal_notes_first(vault, index_dir)
     assert [r.path for r in response.results] == ["Notes/new-twin.md", "Notes/old-twin.md"]
     factors = {row.path: row.recency_factor for row in response.explain.ranks}
     assert factors["Notes/new-twin.md"] > 0.9 and factors["Notes/old-twin.md"] < 0.0001
-    assert response.explain.recency_half_life == 30
+    assert response.explain.to_dict()["recency_half_life"] == 30   # the JSON names the half-life used
 
 
 def test_format_paths_and_md(memory_vault, cli):

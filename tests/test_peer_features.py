@@ -324,16 +324,25 @@ def test_bench_scores_the_users_known_items(shared, tmp_path):
     assert bad.exit_code == 2 and ':1: each line needs "query"' in bad.output
 
 
-def test_benchmarks_are_packaged():
+def test_bench_runs_from_anywhere_and_the_benchmarks_are_not_installed(shared, tmp_path):
+    """`bench` scores with the product's own module (vault_search.bench); the
+    development benchmarks stay in the checkout and are not installed."""
     import tomllib
 
     from tests.conftest import REPO
 
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    assert "benchmarks" in packages
-    out = subprocess.run([str(CLI.parent / "python"), "-c", "import benchmarks.own_vault, os; print(os.getcwd())"],
-                         cwd="/", capture_output=True, text=True)
+    assert "benchmarks" not in str(packages)
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"query": "tea ceremony", "targets": ["Notes/Travel/Kyoto trip.md"]}) + "\n")
+    out = subprocess.run([str(CLI), "--vault", str(shared[0]), "--index-dir", str(shared[1]), "bench",
+                          str(items), "--json"], cwd="/", capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["modes"]["fts"]["metrics"]["all"]["hit@1"] == 1.0
+    imported = subprocess.run([str(CLI.parent / "python"), "-c",
+                               "import sys; sys.path.remove(''); import vault_search.bench, vault_search.cli"],
+                              cwd="/", capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
 
 
 # -- 6. settings you can see -------------------------------------------------------

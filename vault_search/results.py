@@ -114,7 +114,6 @@ class Explain:
     weights: dict[str, float]        # each list that voted -> the weight it got in the fusion
     term_coverage: float | None      # hybrid: the share of query words the index knows
     name_matches: dict[str, str]     # path -> "title", "alias" or "file"
-    recency_half_life: float | None
     ranks: list[ExplainRank] = field(default_factory=list)
     translated_match: str | None = None   # the translated words' MATCH, when the query was translated
     translated_text: str | None = None    # ... and what was embedded beside the query for the vector list
@@ -123,14 +122,20 @@ class Explain:
     notes_han_share: float | None = None   # hybrid: the notes' share of Han (Reader.han_share)
     untranslated_coverage: float | None = None   # a translated foreign question: the coverage of its
     #                                              words without a translation (what its keyword list weighs by)
+    # The settings the boosts ran with, by their option's name (search/boosts.py
+    # says which): in the JSON beside the fields above.
+    boost_settings: dict[str, float | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "ranks"},
-                "ranks": [r.to_dict() for r in self.ranks]}
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ranks", "boost_settings")},
+                **self.boost_settings, "ranks": [r.to_dict() for r in self.ranks]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Explain":
-        return cls(**{**known_fields(cls, data), "ranks": [ExplainRank.from_dict(r) for r in data.get("ranks", [])]})
+        names = {f.name for f in fields(cls)}
+        return cls(**{**known_fields(cls, data), "ranks": [ExplainRank.from_dict(r) for r in data.get("ranks", [])],
+                      "boost_settings": {k: v for k, v in data.items() if k not in names
+                                         and (v is None or isinstance(v, (int, float)))}})
 
 
 @dataclass

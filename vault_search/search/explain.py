@@ -41,7 +41,7 @@ def explain(plan: QueryPlan, trace: Trace, rows: list[Ranked]) -> Explain:
         translated_text=translation.text if translation and translation.blend > 0 else None,
         proximity_match=near.match if near and "proximity" in trace.found.lists else None,
         foreign_query=plan.foreign, notes_han_share=None if trace.han_share is None else round(trace.han_share, 3),
-        **trace.boosted.explain_fields())
+        boost_settings=trace.boosted.explain_fields())
 
 
 def explain_row(trace: Trace, row: Ranked) -> ExplainRank:
