@@ -329,9 +329,11 @@ class IndexWriter(IndexConnection):
         build = Path(self.config.index_dir)
         rebuild.swap_in(self.conn, build, self.config.vault)
         self._rebuild = None
-        self._reopen(rebuild.live)
-        shutil.rmtree(build, ignore_errors=True)
-        rebuild.release()
+        try:
+            self._reopen(rebuild.live)
+            shutil.rmtree(build, ignore_errors=True)
+        finally:
+            rebuild.release()   # whatever reopening does: the rebuild is over
 
     def _catch_up(self, report: SyncReport, embed: bool, model: str | None, embed_limit: int | None) -> SyncReport:
         """Sync the swapped-in index once more: the rebuild's scan is as old as

@@ -344,9 +344,23 @@ def test_a_service_starts_when_its_vectors_are_of_an_older_model(vault, index_di
 def test_the_vector_list_names_notes_by_array_and_drops_chunks_deleted_since(vault, index_dir):
     """nearest_notes (the query path) gives what the per-chunk path gives, and a
     chunk another connection deleted after the matrix was written is dropped."""
+    import numpy as np
+
+    from vault_search.hits import ChunkHit
     from vault_search.keyword import best_per_note
     from vault_search.reader import embedded_query as query_vector
-    from vault_search.vector import nearest_notes, vector_hits
+    from vault_search.vector import nearest_notes
+
+    def per_chunk(vectors, chunk_notes, qvec, depth, allowed):
+        """The reference: the nearest rows named one chunk at a time, each with its note."""
+        rows, scores, mean, std = vectors.nearest_rows(qvec, depth, allowed)
+        hits = []
+        for i in rows:
+            note = int(chunk_notes.notes_of(np.array([vectors.ids[i]]))[0])
+            if note >= 0:
+                hits.append(ChunkHit(int(vectors.ids[i]), note, float(scores[i]), len(hits) + 1,
+                                     z=(float(scores[i]) - mean) / std))
+        return hits
 
     emb = HashEmbedder(64)
     with open_index(vault, index_dir, emb) as idx:
@@ -355,7 +369,7 @@ def test_the_vector_list_names_notes_by_array_and_drops_chunks_deleted_since(vau
         for query in ["数据库 索引", "tea ceremony", "k3s upgrade"]:
             qvec = query_vector(emb, query)
             for allowed in (None, vectors.ids[::2]):
-                slow = best_per_note(vector_hits(idx.chunk_notes(), vectors.top_chunks(qvec, 40, allowed)), 5)
+                slow = best_per_note(per_chunk(vectors, idx.chunk_notes(), qvec, 40, allowed), 5)
                 fast = nearest_notes(vectors, idx.chunk_notes(), qvec, 40, 5, allowed)
                 assert [(h.chunk_id, h.note_id, h.rank, h.score, h.z) for h in fast] == \
                        [(h.chunk_id, h.note_id, h.rank, h.score, h.z) for h in slow]

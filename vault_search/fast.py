@@ -247,6 +247,10 @@ def _server(vault: str, index_dir: str) -> dict | None:
         return None   # no search_flags: a server `serve` did not start (or an older one); the full CLI asks it
     if info.get("vault") != vault or host not in LOCAL_HOSTS or not isinstance(flags, dict):
         return None
+    from indexer import __version__
+
+    if info.get("version") != __version__:
+        return None   # a server of another release may read the command line otherwise: the full CLI asks it
     if not alive(pid):
         return None
     from indexer.locate import settings_stamp

@@ -94,10 +94,9 @@ class SearchOptions:
         return replace(options or cls(), **changes) if changes else (options or cls())
 
     def check(self) -> None:
-        """Refuse what a number's type does not say (``_TOOL_SCHEMA``), in the
-        words every face uses: the Python API's options are not read by ``from_params``."""
-        if self.min_score is not None and not 0 <= self.min_score <= 1:
-            raise UsageValueError(f"min_score must be between 0 and 1, got {self.min_score}")
+        """Refuse a half-life that is no positive number (``_TOOL_SCHEMA``), in the
+        words every face uses: the Python API's options are not read by ``from_params``.
+        (The score floor is checked where it is read, ``search.relevance.min_score``.)"""
         half_life = self.recency_half_life
         if half_life is not None and not half_life > 0:
             raise UsageValueError(f"--recency-half-life must be a positive number of days, got {half_life}")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from indexer.config import VaultConfig
 from indexer.errors import IndexVersionError
 from indexer.segment import HAN_RUN_RE, Segmenter
-from indexer.store import describe_db_error, get_meta, vectors_state
+from indexer.store import describe_db_error, get_meta, snapshot, vectors_state
 from indexer.writer import IndexWriter
 
 from .options import UnsupportedModeError
@@ -123,11 +123,8 @@ class Reader:
         state of the index, whatever a writer commits meanwhile; an SQLite
         error becomes the one-line ``describe_db_error``."""
         try:
-            self.conn.execute("BEGIN")
-            try:
-                yield self.conn
-            finally:
-                self.conn.execute("COMMIT")
+            with snapshot(self.conn) as conn:
+                yield conn
         except sqlite3.DatabaseError as exc:
             raise describe_db_error(exc, self.config.index_dir) from None
 

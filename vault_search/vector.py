@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,19 +11,6 @@ from indexer.store import vectors_state
 from indexer.vectors import check_files, load_files, matrix_from_db
 
 from .hits import ChunkHit
-
-
-@dataclass
-class VectorTop:
-    """The nearest chunks of one query, and how the query's similarities to
-    the whole matrix are spread (for a calibrated score, ``evidence``)."""
-    pairs: list[tuple[int, float]]   # (chunk id, cosine), best first
-    mean: float                      # the query's mean cosine over the rows searched
-    std: float                       # ... and its standard deviation
-
-    def z(self, i: int) -> float:
-        """How many standard deviations pair ``i`` stands above the query's typical chunk."""
-        return (self.pairs[i][1] - self.mean) / self.std if self.std > 0 else 0.0
 
 
 class VectorIndex:
@@ -75,13 +61,6 @@ class VectorIndex:
         top = top[np.argsort(-scores[top], kind="stable")]
         return top[np.isfinite(scores[top])], scores, mean, std
 
-    def top_chunks(self, query: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> VectorTop:
-        """The ``depth`` rows nearest ``query`` (cosine), and the spread of its similarities."""
-        if len(self.ids) == 0:
-            return VectorTop([], 0.0, 0.0)
-        top, scores, mean, std = self.nearest_rows(query, depth, allowed)
-        return VectorTop([(int(self.ids[i]), float(scores[i])) for i in top], mean, std)
-
 
 class ChunkNotes:
     """Every chunk's note, as two arrays sorted by chunk id: the vector list
@@ -120,29 +99,12 @@ class ChunkNotes:
         return kept[order], notes[kept[order]], order + 1
 
 
-def vector_hits(chunk_notes: ChunkNotes, top: VectorTop) -> list[ChunkHit]:
-    """Chunk hits with their note ids and z; rows whose chunk is gone are dropped.
-    With ``VectorIndex.top_chunks``, the per-chunk reference that
-    tests/test_vectors.py checks ``nearest_notes`` (the one path searches and
-    ``similar`` take) against; nothing else calls it."""
-    if not top.pairs:
-        return []
-    ids = np.fromiter((cid for cid, _ in top.pairs), dtype=np.int64, count=len(top.pairs))
-    notes = chunk_notes.notes_of(ids)
-    hits, rank = [], 0
-    for i, (cid, score) in enumerate(top.pairs):
-        if notes[i] >= 0:
-            rank += 1
-            hits.append(ChunkHit(cid, int(notes[i]), score, rank, z=top.z(i)))
-    return hits
-
-
 def nearest_notes(vectors: VectorIndex, chunk_notes: ChunkNotes, query: np.ndarray, chunk_depth: int,
                   note_depth: int, allowed: np.ndarray | None = None) -> list[ChunkHit]:
     """The ``note_depth`` notes whose chunks are nearest ``query``, each by its
-    best chunk among the ``chunk_depth`` nearest: what ``best_per_note`` of
-    ``vector_hits`` gives (same ranks and z), computed on arrays so that a
-    query builds a hit for the notes it returns only."""
+    best chunk among the ``chunk_depth`` nearest (its rank among the chunks
+    that still exist, its z over the whole matrix), computed on arrays so that
+    a query builds a hit for the notes it returns only."""
     ids = vectors.ids
     if len(ids) == 0 or note_depth <= 0:
         return []

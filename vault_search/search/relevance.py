@@ -14,6 +14,8 @@ import sqlite3
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from indexer.errors import UsageValueError
+
 from ..fusion import Fused
 from ..hits import ChunkHit
 from ..keyword import chunks_containing, document_frequencies, idf, term_share
@@ -131,10 +133,12 @@ def evidence(conn: sqlite3.Connection, plan: QueryPlan, fused: list[Fused],
 
 
 def min_score(options: SearchOptions, mode: str) -> float | None:
-    """The relevance a result needs: ``options.min_score`` (checked by
-    ``SearchOptions.check``); else, in the hybrid (which would otherwise fill
-    every page with vector neighbours), None: the default cut of ``relevant``; else 0."""
+    """The relevance a result needs: ``options.min_score``; else, in the hybrid
+    (which would otherwise fill every page with vector neighbours), None: the
+    default cut of ``relevant``; else 0."""
     if options.min_score is not None:
+        if not 0 <= options.min_score <= 1:
+            raise UsageValueError(f"min_score must be between 0 and 1, got {options.min_score}")
         return options.min_score
     return None if mode == "hybrid" else 0.0
 
