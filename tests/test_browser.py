@@ -105,13 +105,14 @@ def searches(urls):
 
 
 _REQUEST_URLS: dict[str, str] = {}   # DevTools' request id -> URL, over calls of ``network``
+_STATUSES: dict[str, int] = {}        # request id -> status, until its URL is known
 
 
 def network(driver) -> tuple[list[dict], dict[str, int]]:
     """The requests (url, headers) the pages made since the last call, and the
     status each URL was answered with (DevTools' network log; the raw status,
     also of an answer the browser then withheld from the page)."""
-    sent, urls, answered = [], _REQUEST_URLS, {}
+    sent, urls, statuses = [], _REQUEST_URLS, _STATUSES
     for entry in driver.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         params = message.get("params", {})
@@ -119,9 +120,11 @@ def network(driver) -> tuple[list[dict], dict[str, int]]:
             sent.append(params["request"])
             urls[params["requestId"]] = params["request"]["url"]
             SEEN.append(params["request"]["url"])
-        elif message.get("method") == "Network.responseReceivedExtraInfo" and params["requestId"] in urls:
-            answered[urls[params["requestId"]]] = params["statusCode"]
-    return sent, answered
+        elif message.get("method") == "Network.responseReceivedExtraInfo":
+            # DevTools may report the status before the request (a busy machine): kept until both are known.
+            statuses[params["requestId"]] = params["statusCode"]
+    known = [i for i in statuses if i in urls]
+    return sent, {urls[i]: statuses.pop(i) for i in known}
 
 
 def test_the_page_searches_as_you_type_with_the_state_in_the_url(site, browser):
