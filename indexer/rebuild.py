@@ -56,9 +56,9 @@ class Rebuild:
         with writer_lock(self.live):
             _refuse_foreign_rebuild(self.live, vault)   # a `serve` of the old vault started meanwhile?
             recorded = _recorded_meta(self.live, "vault")
-            _move_over(conn, build, self.live)
             if recorded and recorded != str(vault):
-                _set_aside_query_log(self.live)
+                _set_aside_query_log(self.live)   # first: a failure here leaves the old index as it was
+            _move_over(conn, build, self.live)
 
     def release(self) -> None:
         if self._lock is not None:
@@ -125,9 +125,9 @@ def _refuse_foreign_rebuild(live: Path, vault: Path) -> None:
 
 
 def _set_aside_query_log(live: Path) -> None:
-    """The index now holds another vault: the old vault's query log (its
-    searches, the paths they hit) must not show in this vault's `log`. It is
-    set aside as ``queries.db.other-vault-<time>``, which nothing reads."""
+    """The index is about to hold another vault: the old vault's query log
+    (its searches, the paths they hit) must not show in this vault's `log`.
+    It is set aside as ``queries.db.other-vault-<time>``, which nothing reads."""
     import time
 
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -279,6 +279,43 @@ def test_a_rebuild_for_another_vault_sets_the_old_vaults_query_log_aside(tmp_pat
                   "in the new vault's `log`; a rebuild of the same vault keeps its log")
 
 
+@pytest.mark.parametrize("error", [OSError(13, "Permission denied"), KeyboardInterrupt()])
+def test_a_rebuild_whose_query_log_cannot_be_set_aside_leaves_the_old_index(tmp_path, monkeypatch, error):
+    """An error while the old vault's log is set aside (before anything is
+    swapped): the old index and its log stay, the rebuild's lock is released,
+    and the next rebuild goes through."""
+    import os
+
+    from indexer.errors import VaultSearchError
+    from vault_search import Index
+
+    vault, index, _ = prepared(tmp_path)
+    other = other_vault(tmp_path)
+    write(vault / ".vault-search.toml", "log_queries = true\n")
+    assert run(vault, index, "search", "secretquerywordofvaulta", "--mode", "fts", "--no-server").returncode == 0
+    replace = os.replace
+
+    def failing(src, dst, *args, **kwargs):
+        if str(src).endswith("queries.db"):
+            raise error
+        return replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", failing)
+    expected = VaultSearchError if isinstance(error, OSError) else KeyboardInterrupt
+    with Index.open(other, index, rebuild=True) as idx, pytest.raises(expected) as raised:
+        idx.sync(embed=False)
+    monkeypatch.setattr(os, "replace", replace)
+    assert expected is KeyboardInterrupt or "cannot set aside the other vault's query log" in str(raised.value)
+    assert not (index / "rebuild").exists()
+    with sqlite3.connect(index / "index.db") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'vault'").fetchone() == (str(vault),)
+    assert hits(vault, index, "数据库") and not hits(vault, index, "xenolithalien")
+    r = run(vault, index, "log", "--json")
+    assert "secretquerywordofvaulta" in [e["query"] for e in json.loads(r.stdout)["entries"]], r   # its log stays
+    taken_over(other, index)   # the lock was released: the next rebuild goes through
+    assert len([p for p in index.glob("queries.db.other-vault-*") if not p.name.endswith(("-wal", "-shm"))]) == 1
+
+
 def test_a_rebuild_with_another_model_beside_serve_is_searched_by_meaning_with_it(tmp_path, ledger):
     """The server's reader shares the watcher's embedder; after a rebuild
     with another model it must embed queries with that model (it kept the
