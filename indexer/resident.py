@@ -6,17 +6,12 @@ the refusal an index built for another vault gives.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 
 from .errors import VaultMismatchError
+from .serverfile import RESIDENT_LOCK, alive, lock_holder, read_server_file
 
-# The resident process of an index: `serve` or `watch` holds RESIDENT_LOCK for
-# its life, and `serve` writes SERVER_FILE (vault_search/server.py LOCK_FILE,
-# SERVER_FILE: the same names, which this package cannot import).
-RESIDENT_LOCK = "serve.lock"
-SERVER_FILE = "server.json"
 # Each `mcp` session (several may share an index, beside a `serve`) holds its
 # own MCP_LOCK % pid for its life: it keeps the index current as they do.
 MCP_LOCK = "mcp.%d.lock"
@@ -44,7 +39,7 @@ def resident(index_dir: str | os.PathLike) -> tuple[int, str] | None:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return _mcp_session(Path(index_dir))
     except BlockingIOError:
-        holder = _json_object(os.pread(fd, 4096, 0))
+        holder = lock_holder(fd)
         pid = holder.get("pid")
         return (pid if isinstance(pid, int) else 0), str(holder.get("command") or "serve")
     except OSError:   # a file system without locks
@@ -130,18 +125,9 @@ def _server_from_before_the_lock(index_dir: Path) -> tuple[int, str] | None:
     so a stale file whose pid was reused never refuses a rebuild for good."""
     import socket
 
-    try:
-        info = _json_object((index_dir / SERVER_FILE).read_bytes())
-    except OSError:
-        return None
+    info = read_server_file(index_dir) or {}
     pid, host, port = info.get("pid"), info.get("host"), info.get("port")
-    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
-        return None
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        pass   # another user's process: alive
-    except OSError:
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid() or not alive(pid):
         return None
     if not isinstance(host, str) or not isinstance(port, int) or not 0 < port < 65536:
         return None
@@ -150,11 +136,3 @@ def _server_from_before_the_lock(index_dir: Path) -> tuple[int, str] | None:
     except OSError:
         return None
     return pid, "serve"
-
-
-def _json_object(data: bytes) -> dict:
-    try:
-        value = json.loads(data or b"{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -13,8 +13,8 @@ folder, and how a client tells a live server from a stale record.
 
 The standard library only, and little of it at import time: the fast path
 (``fast.py``) imports this module on every `vault-search search`.
-``indexer/writer.py`` spells the two file names itself (``indexer`` never
-imports ``vault_search``).
+The files' names, how they are read and whether a pid lives come from
+``indexer/serverfile.py`` (as light), which the rebuild's checks share.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import os
 
-SERVER_FILE = "server.json"
-LOCK_FILE = "serve.lock"
+from indexer.serverfile import RESIDENT_LOCK as LOCK_FILE
+from indexer.serverfile import SERVER_FILE, alive, lock_holder, read_server_file
+
 LOG_FILE = "serve.log"   # where `vault-search open` sends the output of a server it starts
 # Sent by vault-search's own clients (the CLI, the search page): "cli" keeps
 # the CLI's flag names in the server's errors.
@@ -44,16 +45,6 @@ PROBE_TIMEOUT_S = 2.0
 
 
 # -- server.json -------------------------------------------------------------------
-
-def read_server_file(index_dir: str | os.PathLike) -> dict | None:
-    """The index's ``server.json`` as an object, else None (none, unreadable, not an object)."""
-    try:
-        with open(os.path.join(index_dir, SERVER_FILE), "rb") as fh:
-            data = json.loads(fh.read())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
 
 def write_server_file(index_dir: str | os.PathLike, data: dict) -> str:
     """``data`` as the index's ``server.json``, replaced whole (mode 0600); its path."""
@@ -78,18 +69,6 @@ def remove_server_file(index_dir: str | os.PathLike) -> None:
 
 
 # -- liveness ----------------------------------------------------------------------
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (another user's counts: whoever asks it
-    still checks that the answer comes from that pid)."""
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return True
-    except (OSError, OverflowError):   # ProcessLookupError among them
-        return False
-    return True
-
 
 def serves(health: object, pid: int, vault: str | os.PathLike) -> bool:
     """Whether a ``/health`` answer comes from process ``pid`` and names ``vault``."""
@@ -174,7 +153,7 @@ def claim(index_dir: str | os.PathLike, vault: str | os.PathLike, command: str, 
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _holder(fd)
+        holder = lock_holder(fd)
         os.close(fd)
         raise LockHeld(holder) from None
     except OSError:
@@ -186,11 +165,3 @@ def claim(index_dir: str | os.PathLike, vault: str | os.PathLike, command: str, 
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command}).encode(), 0)
     return ResidentLock(fd)
-
-
-def _holder(fd: int) -> dict:
-    try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
