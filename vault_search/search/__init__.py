@@ -35,24 +35,26 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..fusion import rrf
 from ..options import SearchOptions
 from ..results import SearchResponse
-from .boosts import apply_boosts, names_first
+from .boosts import NameMatch, apply_boosts, name_matches, names_first
 from .explain import Trace, explain
 from .lists import retriever_lists
 from .plan import plan_query, prepare
-from .relevance import assess
+from .relevance import assess, evidence
 from .rows import make_page, rerank, rerank_candidates, result_rows
-from .weights import fusion_weights
+from .weights import QueryFeatures, fusion_weights
 
 if TYPE_CHECKING:
+    from ..hits import ChunkHit
     from ..reader import Reader
     from ..rerank import RerankSettings
 
-__all__ = ["run"]
+__all__ = ["run", "fusion_inputs"]
 
 
 def run(reader: Reader, query: str, options: SearchOptions | None = None,
@@ -83,3 +85,30 @@ def run(reader: Reader, query: str, options: SearchOptions | None = None,
                   *page.warnings],
         results=page.results, explain=explain(plan, trace, rows) if plan.options.explain else None,   # 11
         terms=plan.fq.terms, tokens=page.tokens, token_budget=page.token_budget, token_counter=page.token_counter)
+
+
+@dataclass(frozen=True)
+class FusionInputs:
+    """What the ranking model decides on, for one query: its features, the
+    lists that voted, the notes its name is (stages 2, 3 and 5's names) and
+    each listed note's relevance (stage 6's evidence, which no weight moves)."""
+    features: QueryFeatures
+    lists: dict[str, list[ChunkHit]]
+    named: list[NameMatch]
+    relevance: dict[int, float]
+
+
+def fusion_inputs(reader: Reader, query: str, options: SearchOptions | None = None) -> FusionInputs:
+    """Stages 1-3 as ``run`` runs them, and the notes stage 5 puts first: a
+    fit of the ranking model (benchmarks/fit.py) re-fuses these under other
+    parameters without searching again. ``rrf`` of the lists with
+    ``fusion_weights(features, options)``, then ``boosts.put_first`` of the
+    named notes, then ``relevance.relevant`` of its head, is ``run``'s order."""
+    request = prepare(query, options or SearchOptions(), reader.config)
+    with reader.snapshot():
+        plan = plan_query(reader, request)
+        found = retriever_lists(reader, plan)
+        every = rrf(found.lists, {}, 1.0)
+        proofs = evidence(reader.conn, plan, every, found.lists)
+        return FusionInputs(plan.features(found.lists), found.lists, name_matches(reader.conn, plan),
+                            {note: proof.relevance for note, proof in proofs.items()})

@@ -35,6 +35,8 @@ VECTOR_WEIGHT = 1.0
 # Coverage (IDF-weighted share of the query's words the index has) from
 # which the keyword list keeps its full weight in the hybrid (``keyword_weight``).
 FULL_COVERAGE = 0.8
+# ... and below it, the weight falls as the coverage's power COVERAGE_POWER.
+COVERAGE_POWER = 2
 # The translated list's weight, times the share of the query the index did not know.
 TRANSLATED_WEIGHT = 1.0
 # A query in a script the notes mostly are not (crosslingual.foreign_query) is
@@ -73,6 +75,7 @@ class Model:
     keyword: float = KEYWORD_BASE_WEIGHT
     vector: float = VECTOR_WEIGHT
     full_coverage: float = FULL_COVERAGE
+    coverage_power: float = COVERAGE_POWER
     translated: float = TRANSLATED_WEIGHT
     foreign_translated: float = FOREIGN_TRANSLATED_WEIGHT
     foreign_keyword_share: float = FOREIGN_KEYWORD_SHARE
@@ -103,7 +106,8 @@ class Weights:
     k: float                      # the rank constant
 
 
-def keyword_weight(coverage: float, base: float = 1.0, full: float = FULL_COVERAGE) -> float:
+def keyword_weight(coverage: float, base: float = 1.0, full: float = FULL_COVERAGE,
+                   power: float = COVERAGE_POWER) -> float:
     """The keyword list's RRF weight: its base weight times the square of the
     share of query words found in the index, counted as full from ``full``
     up. Same-language queries keep 1 (a scientific claim or a
@@ -113,7 +117,7 @@ def keyword_weight(coverage: float, base: float = 1.0, full: float = FULL_COVERA
     fixed weights 0.3-1.0 with benchmarks/tune_fusion.py (the only setting
     better than both halves on all four xquad runs); FULL_COVERAGE against the
     plain square on SciFact (0.711 -> 0.716) and the dev set (unchanged)."""
-    return base * min(1.0, coverage / full) ** 2
+    return base * min(1.0, coverage / full) ** power
 
 
 def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model = MODEL) -> Weights:
@@ -144,10 +148,10 @@ def model_keyword_weight(features: QueryFeatures, model: Model = MODEL) -> float
     all its words for the words that have a translation and are written as is too."""
     if features.mode != "hybrid" or features.coverage is None:
         return model.keyword
-    weight = keyword_weight(features.coverage, model.keyword, model.full_coverage)
+    weight = keyword_weight(features.coverage, model.keyword, model.full_coverage, model.coverage_power)
     if features.untranslated is None:
         return weight
-    return max(keyword_weight(features.untranslated, model.keyword, model.full_coverage),
+    return max(keyword_weight(features.untranslated, model.keyword, model.full_coverage, model.coverage_power),
                model.foreign_keyword_share * weight)
 
 

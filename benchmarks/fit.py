@@ -1,0 +1,293 @@
+"""Fit the ranking model (vault_search/search/weights.py) on the development
+pool, and say what each of its parameters and rules is worth.
+
+    python -m benchmarks.pool run POOL.jsonl --traces TRACES.jsonl     # once: what each query's lists were
+    python -m benchmarks.fit TRACES.jsonl [--cv] [--audit] [--write FILE]
+
+The traces hold, for every hybrid query of the pool, the lists that voted
+(notes, in order), the query's features and the notes its name is
+(``search.fusion_inputs``). A candidate model is scored by fusing those lists
+again with the product's own ``fusion_weights`` and ``rrf`` order (then the
+named notes first, as ``run`` does): no search runs twice, so one
+evaluation of all queries takes a fraction of a second.
+
+The objective is MRR@10 averaged per set, sets weighted equally (as the
+paired test of benchmarks.pool weighs them). ``--cv`` fits once per fold
+with that fold left out (a vault, a conversation, a set) and scores the
+fold with the model fitted without it: the cross-validated figures are the
+ones to report. ``--audit`` takes each parameter or rule out in turn
+(its list's weight to 0, its rule off) and runs the paired test on the
+traces. ``--write FILE`` writes the model fitted on the whole pool, with the
+date and the data it came from, where weights.py reads it.
+
+The search is a deterministic coordinate search over a small grid per
+parameter (a few rounds, best value kept, ties kept at the current value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.pool import Verdict, paired, print_verdict
+
+# Each fitted parameter and the values the search tries (the current value is always tried too).
+GRID: dict[str, tuple[float, ...]] = {
+    "rrf_k": (2, 3, 5, 7, 10, 15, 20, 30, 45, 60, 100),
+    "keyword": (0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0),
+    "full_coverage": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+    "coverage_power": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
+    "translated": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
+    "foreign_translated": (0.0, 0.25, 0.5, 0.7, 1.0, 1.5),
+    "foreign_keyword_share": (0.0, 0.25, 0.5, 0.75, 1.0),
+    "proximity": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
+    "title": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0),
+}
+ROUNDS = 3
+LIMIT = 10          # results asked for, as benchmarks.pool asks
+
+
+@dataclass
+class Traces:
+    """The pool's hybrid queries as arrays: one row per (query, note)."""
+    sets: list[str]             # per query
+    folds: list[str]
+    ids: list[str]
+    features: list              # per query: search.weights.QueryFeatures
+    lists: list[str]            # the list names, one column each
+    qrow: np.ndarray            # per row: its query
+    rank: np.ndarray            # rows x lists: the note's rank in the list (inf when absent)
+    minrank: np.ndarray         # per row: its best rank in any list where it is not a stand-in
+    relevant: np.ndarray        # per row: grade > 0
+    relevance: np.ndarray       # per row: the note's relevance (search.relevance; 1.0 when named)
+    named: np.ndarray           # per row: its place among the notes the query names (-1: none)
+    named_count: np.ndarray     # per query: notes it names
+
+
+def load_traces(path: str | Path) -> Traces:
+    from vault_search.search.weights import QueryFeatures
+
+    sets, folds, ids, feats = [], [], [], []
+    qrow, ranks, minrank, relevant, named, relevance = [], [], [], [], [], []
+    names: dict[str, int] = {}
+    named_count = []
+    with open(path, encoding="utf-8") as fh:
+        for q, line in enumerate(fh):
+            t = json.loads(line)
+            f = dict(t["features"])
+            f["lists"] = tuple(f["lists"])
+            sets.append(t["set"])
+            folds.append(t["fold"])
+            ids.append(t["id"])
+            feats.append(QueryFeatures(**f))
+            places = {int(n): i for i, (n, _) in enumerate(t["named"])}
+            named_count.append(len(places))
+            notes: dict[int, dict[str, int]] = defaultdict(dict)
+            best: dict[int, float] = {}
+            for name, hits in t["lists"].items():
+                names.setdefault(name, len(names))
+                for r, (note, _score, stand_in) in enumerate(hits, 1):
+                    notes[note][name] = r
+                    if not stand_in:
+                        best[note] = min(best.get(note, math.inf), r)
+            for note in places:
+                notes.setdefault(note, {})
+            rel = {int(n) for n, g in t["relevant"].items() if g > 0}
+            proofs = {int(n): r for n, r in t["relevance"].items()}
+            for note, where in notes.items():
+                qrow.append(q)
+                ranks.append(where)
+                minrank.append(best.get(note, math.inf))
+                relevant.append(note in rel)
+                named.append(places.get(note, -1))
+                relevance.append(1.0 if note in places else proofs.get(note, 0.0))
+    rank = np.full((len(ranks), len(names)), np.inf)
+    for i, where in enumerate(ranks):
+        for name, r in where.items():
+            rank[i, names[name]] = r
+    return Traces(sets, folds, ids, feats, list(names), np.asarray(qrow), rank, np.asarray(minrank),
+                  np.asarray(relevant), np.asarray(relevance), np.asarray(named), np.asarray(named_count))
+
+
+def first_ranks(t: Traces, model) -> np.ndarray:
+    """Each query's rank of its first relevant note under ``model`` (inf:
+    not shown), as ``search.run`` orders and cuts: the fused order, the
+    named notes first, then the default relevance cut of its head."""
+    from vault_search.options import SearchOptions
+    from vault_search.search import relevance as cut
+    from vault_search.search.weights import fusion_weights
+
+    options = SearchOptions()
+    nq = len(t.sets)
+    w = np.zeros((nq, len(t.lists)))
+    k = np.zeros(nq)
+    for q, features in enumerate(t.features):
+        weights = fusion_weights(features, options, model)
+        for name, value in weights.lists.items():
+            w[q, t.lists.index(name)] = value
+        k[q] = weights.k
+    score = (w[t.qrow] / (k[t.qrow, None] + t.rank)).sum(axis=1)
+    key = score - 1e-9 * np.minimum(t.minrank, 1e6)       # rrf's tie-break: the best rank in any list
+    key = np.where(t.named >= 0, 1e6 - t.named, key)      # the named notes first, in their order
+    order = np.lexsort((-key, t.qrow))
+    q = t.qrow[order]
+    start = np.searchsorted(q, np.arange(nq))
+    pos = np.arange(len(order)) - start[q]
+    rel = t.relevance[order]
+    head = pos < max(cut.EVIDENCE_DEPTH * LIMIT, cut.MIN_EVIDENCE_NOTES)
+    best = np.zeros(nq)
+    np.maximum.at(best, q[head], rel[head])
+    kept = np.where(best[q] >= cut.STRONG_RELEVANCE, head & (rel >= cut.DEFAULT_MIN_RELEVANCE),
+                    pos < cut.WEAK_LIMIT)
+    place = np.cumsum(kept)
+    place = place - (place[start] - kept[start])[q]     # 1-based place among the kept rows
+    found = kept & t.relevant[order]
+    first = np.full(nq, np.inf)
+    np.minimum.at(first, q[found], place[found].astype(float))
+    return first
+
+
+def per_query(t: Traces, model) -> dict[tuple[str, str], dict[str, float]]:
+    ranks = first_ranks(t, model)
+    return {(s, i): {"mrr@10": 1.0 / r if r <= 10 else 0.0, "hit@1": float(r == 1)}
+            for s, i, r in zip(t.sets, t.ids, ranks)}
+
+
+def objective(t: Traces, ranks: np.ndarray, mask: np.ndarray) -> float:
+    """MRR@10 averaged per set (sets weighted equally) over the queries in ``mask``."""
+    rr = np.where(ranks <= 10, 1.0 / ranks, 0.0)
+    sets = np.asarray(t.sets)
+    return float(np.mean([rr[mask & (sets == s)].mean() for s in sorted(set(sets[mask]))]))
+
+
+def fit(t: Traces, start, mask: np.ndarray, grid: dict[str, tuple[float, ...]] = GRID, log=None):
+    """Coordinate search from ``start`` over ``grid`` on the queries in ``mask``."""
+    model, best = start, objective(t, first_ranks(t, start), mask)
+    for _ in range(ROUNDS):
+        moved = False
+        for name, values in grid.items():
+            for value in sorted(set(values) | {getattr(model, name)}):
+                if value == getattr(model, name):
+                    continue
+                candidate = replace(model, **{name: value})
+                score = objective(t, first_ranks(t, candidate), mask)
+                if score > best + 1e-9:
+                    model, best, moved = candidate, score, True
+        if log:
+            print(f"  round: {best:.4f} {model_values(model)}", file=log, flush=True)
+        if not moved:
+            break
+    return model, best
+
+
+def model_values(model) -> dict[str, float]:
+    return {f.name: getattr(model, f.name) for f in fields(model) if f.name in GRID}
+
+
+def cross_validate(t: Traces, start, log=None) -> tuple[np.ndarray, dict[str, dict]]:
+    """Each fold's ranks under the model fitted on every other fold."""
+    folds = np.asarray(t.folds)
+    ranks = np.full(len(t.sets), np.inf)
+    fitted = {}
+    for fold in sorted(set(t.folds)):
+        model, score = fit(t, start, folds != fold)
+        ranks[folds == fold] = first_ranks(t, model)[folds == fold]
+        fitted[fold] = model_values(model)
+        if log:
+            print(f"{fold}: trained {score:.4f}; {fitted[fold]}", file=log, flush=True)
+    return ranks, fitted
+
+
+def table(t: Traces, columns: dict[str, np.ndarray], file=None) -> None:
+    """Per set: hit@1 and MRR@10 of each column of ranks."""
+    file = file or sys.stdout
+    sets = np.asarray(t.sets)
+    print("| set | n | " + " | ".join(f"{c} hit@1 | {c} MRR@10" for c in columns) + " |", file=file)
+    print("|---|---|" + "---|---|" * len(columns), file=file)
+    rows = sorted(set(t.sets)) + ["mean of sets"]
+    for s in rows:
+        cells = [s, str(int((sets == s).sum())) if s in t.sets else str(len(sets))]
+        for ranks in columns.values():
+            if s in t.sets:
+                r = ranks[sets == s]
+                cells += [f"{(r == 1).mean():.3f}", f"{np.where(r <= 10, 1 / r, 0).mean():.3f}"]
+            else:
+                hit = np.mean([(ranks[sets == x] == 1).mean() for x in sorted(set(t.sets))])
+                cells += [f"{hit:.3f}", f"{objective(t, ranks, np.ones(len(sets), bool)):.3f}"]
+        print("| " + " | ".join(cells) + " |", file=file)
+
+
+def audit(t: Traces, model, file=None) -> dict[str, Verdict]:
+    """Each parameter or rule taken out of ``model`` in turn, paired-tested against it."""
+    file = file or sys.stdout
+    outs = {
+        "proximity list": {"proximity": 0.0},
+        "title list": {"title": 0.0},
+        "translated list": {"translated": 0.0, "foreign_translated": 0.0},
+        "foreign question's translation floor": {"foreign_translated": 0.0},
+        "foreign question's keyword share": {"foreign_keyword_share": 0.0},
+        "keyword weight by coverage": {"coverage_power": 0.0},
+        "keyword base weight (1.0)": {"keyword": 1.0},
+        "rank constant 60": {"rrf_k": 60.0},
+    }
+    base = per_query(t, model)
+    verdicts = {}
+    for name, change in outs.items():
+        without = per_query(t, replace(model, **change))
+        v = paired(without, base, "mrr@10")   # the gain of having the rule
+        verdicts[name] = v
+        print(f"\n### {name} ({', '.join(f'{k}={v}' for k, v in change.items())} removes it): "
+              f"gain of keeping it {v.gain:+.4f} [{v.low:+.4f}, {v.high:+.4f}], "
+              f"{'kept' if v.keep else 'NOT SHOWN'}", file=file)
+    return verdicts
+
+
+def write_model(path: str | Path, model, t: Traces, traces_path: str) -> None:
+    record = {"fitted": dt.date.today().isoformat(), "objective": "MRR@10, sets weighted equally",
+              "data": {"traces": Path(traces_path).name, "queries": len(t.sets),
+                       "sets": {s: t.sets.count(s) for s in sorted(set(t.sets))}},
+              "parameters": model_values(model)}
+    Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from vault_search.search.weights import MODEL
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces")
+    ap.add_argument("--cv", action="store_true", help="leave-one-fold-out figures")
+    ap.add_argument("--audit", action="store_true", help="paired test of each parameter and rule")
+    ap.add_argument("--write", default=None, help="write the model fitted on the whole pool here")
+    args = ap.parse_args(argv)
+    t = load_traces(args.traces)
+    everything = np.ones(len(t.sets), bool)
+    print(f"{len(t.sets)} queries, {len(t.qrow)} (query, note) rows, lists {t.lists}", file=sys.stderr)
+    current = first_ranks(t, MODEL)
+    model, score = fit(t, MODEL, everything, log=sys.stderr)
+    columns = {"current": current, "fitted (in-sample)": first_ranks(t, model)}
+    if args.cv:
+        cv, fitted = cross_validate(t, MODEL, log=sys.stderr)
+        columns["fitted (cross-validated)"] = cv
+        cvq = {(s, i): {"mrr@10": 1 / r if r <= 10 else 0.0} for s, i, r in zip(t.sets, t.ids, cv)}
+        print("\nCross-validated fit against the current model (paired, MRR@10):")
+        print_verdict(paired(per_query(t, MODEL), cvq, "mrr@10"), "MRR@10")
+    print(f"\nModel fitted on the whole pool: {model_values(model)} (objective {score:.4f})\n")
+    table(t, columns)
+    if args.audit:
+        print("\n## Audit of the current model")
+        audit(t, MODEL)
+    if args.write:
+        write_model(args.write, model, t, args.traces)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The ranking model's fit (benchmarks/fit.py) and the pool's paired test
+(benchmarks/pool.py): the traces, fused again offline, put every note where
+``search.run`` puts it; the paired test keeps a real gain and refuses noise
+and a loss."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import fit, pool
+from vault_search import Index, search
+from vault_search.options import SearchOptions
+from vault_search.search.weights import MODEL
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample-vault"
+QUERIES = [
+    "database index", "数据库 索引", "how do I deploy the cluster", "Home", "trading rules", "理财",
+    "what did I decide about feedback", "如何升级集群", "reading list books", "deploy-checklist",
+    "a question about nothing in these notes at all", "旅行 计划",
+]
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fit")
+    shutil.copytree(SAMPLE, root / "vault")
+    with Index.open(root / "vault", root / "index", create=True) as idx:
+        idx.sync(embed=True, model="hash:64")
+        yield idx
+
+
+def test_traces_fused_again_put_every_shown_note_where_search_puts_it(sample_index, tmp_path):
+    idx = sample_index
+    note_ids = dict(idx.conn.execute("SELECT path, id FROM notes").fetchall())
+    traces, expected = tmp_path / "traces.jsonl", []
+    with open(traces, "w", encoding="utf-8") as out:
+        for n, text in enumerate(QUERIES):
+            shown = pool.note_paths(search.run(idx, text, SearchOptions(limit=pool.LIMIT, mode="hybrid")))
+            unshown = sorted(set(note_ids) - set(shown))[:2]
+            for place, path in [*enumerate(shown, 1), *((None, p) for p in unshown)]:
+                q = pool.Query("sample", "sample", f"{n}-{path}", text, "all", {path: 1})
+                out.write(json.dumps(pool.trace(idx, q, note_ids), ensure_ascii=False) + "\n")
+                expected.append(place)
+    assert sum(p is not None for p in expected) >= 25     # the queries show notes, several each
+    t = fit.load_traces(traces)
+    assert any(n >= 0 for n in t.named) and len(t.lists) >= 4   # names and side lists are exercised
+    got = fit.first_ranks(t, MODEL)
+    assert [None if not np.isfinite(r) else int(r) for r in got] == expected
+
+
+def test_the_paired_test_keeps_a_gain_and_refuses_noise_and_a_loss():
+    def rows(values: dict[str, list[float]]):
+        return {(s, str(i)): {"mrr@10": v} for s, vs in values.items() for i, v in enumerate(vs)}
+
+    before = rows({"a": [0.0] * 50, "b": [0.5] * 50})
+    gain = pool.paired(before, rows({"a": [1.0] * 25 + [0.0] * 25, "b": [0.5] * 50}), "mrr@10")
+    assert gain.keep and gain.low > 0 and gain.gain == pytest.approx(0.25)
+    noise = pool.paired(before, rows({"a": [1.0, 0.0] + [0.0] * 48, "b": [0.5] * 50}), "mrr@10")
+    assert not noise.keep and noise.low <= 0          # one query moving is noise
+    loss = pool.paired(before, rows({"a": [1.0] * 50, "b": [0.0] * 30 + [0.5] * 20}), "mrr@10")
+    assert loss.low > 0 and loss.losers == ["b"] and not loss.keep   # a set losing beyond its noise
+    assert pool.paired(before, before, "mrr@10").gain == 0.0
+
+
+def test_the_fit_is_deterministic_and_never_worse_than_where_it_starts(sample_index, tmp_path):
+    idx = sample_index
+    note_ids = dict(idx.conn.execute("SELECT path, id FROM notes").fetchall())
+    traces = tmp_path / "traces.jsonl"
+    with open(traces, "w", encoding="utf-8") as out:
+        for n, text in enumerate(QUERIES):
+            for path in sorted(note_ids)[n::6][:3]:
+                q = pool.Query("set" + str(n % 3), "fold" + str(n % 4), f"{n}-{path}", text, "all", {path: 1})
+                out.write(json.dumps(pool.trace(idx, q, note_ids), ensure_ascii=False) + "\n")
+    t = fit.load_traces(traces)
+    everything = np.ones(len(t.sets), bool)
+    start = fit.objective(t, fit.first_ranks(t, MODEL), everything)
+    model, score = fit.fit(t, MODEL, everything)
+    assert score >= start and score == fit.objective(t, fit.first_ranks(t, model), everything)
+    assert fit.fit(t, MODEL, everything) == (model, score)
+    written = tmp_path / "model.json"
+    fit.write_model(written, model, t, str(traces))
+    record = json.loads(written.read_text())
+    assert record["parameters"] == fit.model_values(model) and record["data"]["queries"] == len(t.sets)
