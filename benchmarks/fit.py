@@ -42,11 +42,11 @@ from benchmarks.pool import Verdict, paired, print_verdict
 # Each fitted parameter and the values the search tries (the current value is always tried too).
 GRID: dict[str, tuple[float, ...]] = {
     "rrf_k": (2, 3, 5, 7, 10, 15, 20, 30, 45, 60, 100),
+    "score_share": (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0),
     "keyword": (0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0),
     "full_coverage": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
     "coverage_power": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
     "translated": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
-    "foreign_translated": (0.0, 0.25, 0.5, 0.7, 1.0, 1.5),
     "foreign_keyword_share": (0.0, 0.25, 0.5, 0.75, 1.0),
     "proximity": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
     "title": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0),
@@ -65,6 +65,8 @@ class Traces:
     lists: list[str]            # the list names, one column each
     qrow: np.ndarray            # per row: its query
     rank: np.ndarray            # rows x lists: the note's rank in the list (inf when absent)
+    score: np.ndarray           # rows x lists: the list's own score of the note (nan when absent)
+    norm: np.ndarray            # rows x lists: that score min-max scaled within the query's list (0 when absent)
     minrank: np.ndarray         # per row: its best rank in any list where it is not a stand-in
     relevant: np.ndarray        # per row: grade > 0
     relevance: np.ndarray       # per row: the note's relevance (search.relevance; 1.0 when named)
@@ -75,6 +77,7 @@ class Traces:
 def load_traces(path: str | Path) -> Traces:
     from vault_search.search.weights import QueryFeatures
 
+    known = {f.name for f in fields(QueryFeatures)}
     sets, folds, ids, feats = [], [], [], []
     qrow, ranks, minrank, relevant, named, relevance = [], [], [], [], [], []
     names: dict[str, int] = {}
@@ -82,7 +85,7 @@ def load_traces(path: str | Path) -> Traces:
     with open(path, encoding="utf-8") as fh:
         for q, line in enumerate(fh):
             t = json.loads(line)
-            f = dict(t["features"])
+            f = {name: value for name, value in t["features"].items() if name in known}   # an older trace's extras
             f["lists"] = tuple(f["lists"])
             sets.append(t["set"])
             folds.append(t["fold"])
@@ -94,8 +97,8 @@ def load_traces(path: str | Path) -> Traces:
             best: dict[int, float] = {}
             for name, hits in t["lists"].items():
                 names.setdefault(name, len(names))
-                for r, (note, _score, stand_in) in enumerate(hits, 1):
-                    notes[note][name] = r
+                for r, (note, score, stand_in) in enumerate(hits, 1):
+                    notes[note][name] = (r, score)
                     if not stand_in:
                         best[note] = min(best.get(note, math.inf), r)
             for note in places:
@@ -110,11 +113,28 @@ def load_traces(path: str | Path) -> Traces:
                 named.append(places.get(note, -1))
                 relevance.append(1.0 if note in places else proofs.get(note, 0.0))
     rank = np.full((len(ranks), len(names)), np.inf)
+    score = np.full((len(ranks), len(names)), np.nan)
     for i, where in enumerate(ranks):
-        for name, r in where.items():
+        for name, (r, value) in where.items():
             rank[i, names[name]] = r
-    return Traces(sets, folds, ids, feats, list(names), np.asarray(qrow), rank, np.asarray(minrank),
+            score[i, names[name]] = value
+    qrows = np.asarray(qrow)
+    return Traces(sets, folds, ids, feats, list(names), qrows, rank, score, min_max(score, qrows, len(sets)),
+                  np.asarray(minrank),
                   np.asarray(relevant), np.asarray(relevance), np.asarray(named), np.asarray(named_count))
+
+
+def min_max(score: np.ndarray, qrow: np.ndarray, nq: int) -> np.ndarray:
+    """Each list's scores scaled to 0-1 within each query (``fusion.min_max``); 0 where absent."""
+    out = np.zeros_like(score)
+    for j in range(score.shape[1]):
+        have = ~np.isnan(score[:, j])
+        lo, hi = np.full(nq, np.inf), np.full(nq, -np.inf)
+        np.minimum.at(lo, qrow[have], score[have, j])
+        np.maximum.at(hi, qrow[have], score[have, j])
+        span = np.where(hi > lo, hi - lo, 1.0)
+        out[have, j] = (score[have, j] - lo[qrow[have]]) / span[qrow[have]]
+    return out
 
 
 def first_ranks(t: Traces, model) -> np.ndarray:
@@ -122,7 +142,6 @@ def first_ranks(t: Traces, model) -> np.ndarray:
     not shown), as ``search.run`` orders and cuts: the fused order, the
     named notes first, then the default relevance cut of its head."""
     from vault_search.options import SearchOptions
-    from vault_search.search import relevance as cut
     from vault_search.search.weights import fusion_weights
 
     options = SearchOptions()
@@ -134,7 +153,16 @@ def first_ranks(t: Traces, model) -> np.ndarray:
         for name, value in weights.lists.items():
             w[q, t.lists.index(name)] = value
         k[q] = weights.k
-    score = (w[t.qrow] / (k[t.qrow, None] + t.rank)).sum(axis=1)
+    wr = w[t.qrow]
+    return places(t, (wr / (k[t.qrow, None] + t.rank)).sum(axis=1) + model.score_share * (wr * t.norm).sum(axis=1))
+
+
+def places(t: Traces, score: np.ndarray) -> np.ndarray:
+    """Each query's rank of its first relevant note when its notes are
+    ordered by ``score`` (see ``first_ranks``)."""
+    from vault_search.search import relevance as cut
+
+    nq = len(t.sets)
     key = score - 1e-9 * np.minimum(t.minrank, 1e6)       # rrf's tie-break: the best rank in any list
     key = np.where(t.named >= 0, 1e6 - t.named, key)      # the named notes first, in their order
     order = np.lexsort((-key, t.qrow))
@@ -231,8 +259,7 @@ def audit(t: Traces, model, file=None) -> dict[str, Verdict]:
     outs = {
         "proximity list": {"proximity": 0.0},
         "title list": {"title": 0.0},
-        "translated list": {"translated": 0.0, "foreign_translated": 0.0},
-        "foreign question's translation floor": {"foreign_translated": 0.0},
+        "translated list": {"translated": 0.0},
         "foreign question's keyword share": {"foreign_keyword_share": 0.0},
         "keyword weight by coverage": {"coverage_power": 0.0},
         "keyword base weight (1.0)": {"keyword": 1.0},
@@ -240,13 +267,14 @@ def audit(t: Traces, model, file=None) -> dict[str, Verdict]:
     }
     base = per_query(t, model)
     verdicts = {}
+    print("| rule | taken out by | MRR@10 gain of keeping it | 95% interval | |\n|---|---|---|---|---|", file=file)
     for name, change in outs.items():
         without = per_query(t, replace(model, **change))
         v = paired(without, base, "mrr@10")   # the gain of having the rule
         verdicts[name] = v
-        print(f"\n### {name} ({', '.join(f'{k}={v}' for k, v in change.items())} removes it): "
-              f"gain of keeping it {v.gain:+.4f} [{v.low:+.4f}, {v.high:+.4f}], "
-              f"{'kept' if v.keep else 'NOT SHOWN'}", file=file)
+        losers = f" ({', '.join(v.losers)} loses beyond its noise with it)" if v.losers else ""
+        print(f"| {name} | {', '.join(f'{k}={x}' for k, x in change.items())} | {v.gain:+.4f} | "
+              f"[{v.low:+.4f}, {v.high:+.4f}] | {'shown' if v.keep else 'not shown'}{losers} |", file=file)
     return verdicts
 
 

@@ -23,10 +23,17 @@ class Fused:
     relevance: float | None = None      # search.relevance.Evidence.relevance, 1.0 for a name match
 
 
-def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float], k: float) -> list[Fused]:
-    """Fuse per-note lists (each note once, best first) by weighted RRF.
+def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float], k: float,
+        score_share: float = 0.0) -> list[Fused]:
+    """Fuse per-note lists (each note once, best first) by weighted RRF,
+    plus ``score_share`` of each list's own scores.
 
-    score(note) = Σ weight_r / (k + rank_r(note)). The representative chunk
+    score(note) = Σ weight_r × (1 / (k + rank_r(note)) + score_share ×
+    scaled_r(note)), where scaled_r is list r's score of the note min-max
+    scaled over the list (0 for its last note and for a note it lacks): a
+    share of the score tells a clear first from a close one, which ranks
+    alone cannot (Bruch et al., "An Analysis of Fusion Functions for Hybrid
+    Retrieval", TOIS 2023). The representative chunk
     is the one the best-ranking retriever chose (ties go to the first list,
     so keyword hits keep the snippet that shows the query's words).
     """
@@ -34,11 +41,13 @@ def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float], k: float) -
     fused: dict[int, Fused] = {}
     for name, hits in lists.items():
         w = weights.get(name, 1.0)
+        lo = min((h.score for h in hits), default=0.0)
+        span = max((h.score for h in hits), default=0.0) - lo or 1.0
         for rank, hit in enumerate(hits, 1):
             f = fused.get(hit.note_id)
             if f is None:
                 f = fused[hit.note_id] = Fused(hit.note_id, 0.0, hit.chunk_id)
-            f.score += w / (k + rank)
+            f.score += w / (k + rank) + (w * score_share * (hit.score - lo) / span if score_share else 0.0)
             if hit.stand_in:
                 continue   # a place held for a note the list cannot see: it adds to the score only
             f.ranks[name] = rank

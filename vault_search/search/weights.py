@@ -8,8 +8,8 @@ how much of the index has vectors). A caller's weights and rank constant
 (``SearchOptions.weights`` and ``rrf_k``: the Python API and the
 benchmarks; no face sends them) replace the model's, once, at the end. The
 parameters are the constants below, gathered in ``Model``, which
-benchmarks/tune_fusion.py varies around ``MODEL`` through this same
-function: what it tunes is what ships.
+benchmarks/fit.py varies through this same function on the development
+pool: what it fits is what ships.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 # Rank constant (Cormack, Clarke & Büttcher, SIGIR 2009, use 60); larger
 # values flatten the difference between top ranks; 60 measured 0.01 worse.
 RRF_K = 10
+# The share of each list's own scores (min-max scaled) added to its rank
+# votes (``fusion.rrf``); 0 is plain reciprocal-rank fusion.
+SCORE_SHARE = 0.0
 # Notes each retriever contributes to the fusion.
 FUSION_DEPTH = 100
 # The keyword list's base weight (the vector list's is VECTOR_WEIGHT): BM25 is
@@ -40,10 +43,10 @@ COVERAGE_POWER = 2
 # The translated list's weight, times the share of the query the index did not know.
 TRANSLATED_WEIGHT = 1.0
 # A query in a script the notes mostly are not (crosslingual.foreign_query) is
-# translated whatever its coverage, and its translation weighs at least this much ...
-FOREIGN_TRANSLATED_WEIGHT = 0.7
-# ... and its keyword list weighs by its words without a translation, but at
-# least this share of its weight by all its words.
+# translated whatever its coverage, and its keyword list weighs by its words
+# without a translation, but at least this share of its weight by all its words.
+# (Its translation used to weigh at least 0.7: on the development pool that
+# floor changed no query's rank, and it went, benchmarks/README.md "Audit".)
 FOREIGN_KEYWORD_SHARE = 0.5
 # The proximity list (the query's neighbouring Chinese words kept together,
 # query.proximity_query) weighs this share of the keyword list's weight over
@@ -72,12 +75,12 @@ PARTIAL_POWER = 2
 class Model:
     """The ranking model's parameters: the constants above, one field each."""
     rrf_k: float = RRF_K
+    score_share: float = SCORE_SHARE
     keyword: float = KEYWORD_BASE_WEIGHT
     vector: float = VECTOR_WEIGHT
     full_coverage: float = FULL_COVERAGE
     coverage_power: float = COVERAGE_POWER
     translated: float = TRANSLATED_WEIGHT
-    foreign_translated: float = FOREIGN_TRANSLATED_WEIGHT
     foreign_keyword_share: float = FOREIGN_KEYWORD_SHARE
     proximity: float = PROXIMITY_WEIGHT
     title: float = TITLE_WEIGHT
@@ -104,6 +107,7 @@ class Weights:
     """The fusion's settings for one query."""
     lists: dict[str, float]       # each list that voted -> its weight
     k: float                      # the rank constant
+    score_share: float = 0.0      # the share of each list's scaled scores beside its ranks (``fusion.rrf``)
 
 
 def keyword_weight(coverage: float, base: float = 1.0, full: float = FULL_COVERAGE,
@@ -125,9 +129,10 @@ def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model
     model's, or the caller's where ``options`` gives one."""
     given = dict(options.weights or {})
     keyword = given["fts"] if "fts" in given else model_keyword_weight(features, model)
+    vector = _partial(model.vector, features, model) if features.mode == "hybrid" else model.vector
     model_weights = {
         "fts": keyword,
-        "vector": _partial(model.vector, features, model) if features.mode == "hybrid" else model.vector,
+        "vector": vector,
         # follows the keyword list's weight, the caller's too
         "proximity": model.proximity * keyword / model.keyword,
         "translated": translated_weight(features, model),
@@ -135,7 +140,7 @@ def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model
         "title": model.title,
     }
     return Weights({name: given.get(name, model_weights[name]) for name in features.lists},
-                   options.rrf_k or model.rrf_k)
+                   options.rrf_k or model.rrf_k, model.score_share)
 
 
 def model_keyword_weight(features: QueryFeatures, model: Model = MODEL) -> float:
@@ -159,14 +164,13 @@ def translated_weight(features: QueryFeatures, model: Model = MODEL) -> float:
     """The translated list's weight: the translation stands in for the words
     the index does not know (for a foreign question: the words it
     translates, whether or not the index has them; those it shares with the
-    notes are fragments), and for a foreign question weighs at least
-    ``foreign_translated``."""
+    notes are fragments)."""
     known = features.untranslated if features.untranslated is not None else features.coverage
-    weight = model.translated * (1.0 - (known or 0.0))
-    return max(weight, model.foreign_translated) if features.foreign else weight
+    return model.translated * (1.0 - (known or 0.0))
 
 
 def _partial(weight: float, features: QueryFeatures, model: Model) -> float:
     """``weight`` times (embedded share) ** partial_power: a list of the
     vectors, while chunks still wait for theirs (exactly ``weight`` when none waits)."""
     return weight * features.embedded_share ** model.partial_power
+
