@@ -69,14 +69,18 @@ def safe_name(doc_id: str) -> str:
     return re.sub(r'[\\/:*?"<>|#^\[\]\s]+', "_", doc_id)[:120] or "_"
 
 
+def note_paths(dataset: Dataset, shard: int = 100) -> dict[str, str]:
+    """doc id -> the vault-relative path ``write_vault`` gives its note."""
+    return {doc_id: f"{i // shard:03d}/{safe_name(doc_id)}.md" for i, doc_id in enumerate(sorted(dataset.corpus))}
+
+
 def write_vault(dataset: Dataset, vault: str | Path, shard: int = 100) -> dict[str, str]:
     """One note per document (frontmatter id/title, body = title heading +
-    text); returns doc id -> vault-relative path."""
+    text); returns doc id -> vault-relative path (``note_paths``)."""
     vault = Path(vault)
-    paths = {}
-    for i, (doc_id, doc) in enumerate(sorted(dataset.corpus.items())):
-        rel = f"{i // shard:03d}/{safe_name(doc_id)}.md"
-        paths[doc_id] = rel
+    paths = note_paths(dataset, shard)
+    for doc_id, doc in sorted(dataset.corpus.items()):
+        rel = paths[doc_id]
         title = (doc.get("title") or "").replace("\n", " ").strip()
         front = ["---", "id: " + json.dumps(doc_id, ensure_ascii=False)]
         if title:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -34,11 +35,11 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.beir import load_beir, write_vault
+from benchmarks import beir
 from benchmarks.known_items import mirror_vault
 from benchmarks.metrics import ndcg_at_k
 
-EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+EVAL = Path(os.environ.get("VAULT_SEARCH_EVAL_DIR", Path(__file__).resolve().parents[2] / "shared" / "eval"))
 MODES = ("fts", "vector", "hybrid")
 METRICS = ("hit@1", "mrr@10", "r@5", "r@10", "ndcg@10")
 LIMIT = 10
@@ -96,21 +97,15 @@ def beir_collections() -> list[Collection]:
              dict(split="test_cross_language", doc_lang="en", query_lang="zh"))]
     out: dict[str, Collection] = {}
     for set_name, folder, path, kwargs in runs:
-        dataset = load_beir(path, **kwargs)
-        paths = _beir_paths(dataset)
+        dataset = beir.load_beir(path, **kwargs)
+        paths = beir.note_paths(dataset)
         queries = [Query(set_name, set_name, qid, text, "all", {paths[d]: g for d, g in dataset.qrels[qid].items()})
                    for qid, text in dataset.queries.items()]
         if folder in out:
             out[folder].queries.extend(queries)
         else:
-            out[folder] = Collection(folder, lambda dst, ds=dataset: write_vault(ds, dst), queries)
+            out[folder] = Collection(folder, lambda dst, ds=dataset: beir.write_vault(ds, dst), queries)
     return list(out.values())
-
-
-def _beir_paths(dataset) -> dict[str, str]:
-    """``write_vault``'s doc id -> path, without writing."""
-    from benchmarks.beir import safe_name
-    return {doc_id: f"{i // 100:03d}/{safe_name(doc_id)}.md" for i, doc_id in enumerate(sorted(dataset.corpus))}
 
 
 def pool(sets: str | None = None, per_set: int | None = None) -> list[Collection]:

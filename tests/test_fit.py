@@ -5,6 +5,7 @@ and a loss."""
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,12 @@ def sample_index(tmp_path_factory):
         yield idx
 
 
-def test_traces_fused_again_put_every_shown_note_where_search_puts_it(sample_index, tmp_path):
+@pytest.mark.parametrize("model", [MODEL, replace(MODEL, rrf_k=2, score_share=1.0, keyword=0.5, title=3.0)],
+                         ids=["shipped", "another"])
+def test_traces_fused_again_put_every_shown_note_where_search_puts_it(sample_index, tmp_path, monkeypatch, model):
+    from vault_search.search import weights
+
+    monkeypatch.setattr(weights, "MODEL", model)     # the model search.run ranks with
     idx = sample_index
     note_ids = dict(idx.conn.execute("SELECT path, id FROM notes").fetchall())
     traces, expected = tmp_path / "traces.jsonl", []
@@ -47,7 +53,7 @@ def test_traces_fused_again_put_every_shown_note_where_search_puts_it(sample_ind
     assert sum(p is not None for p in expected) >= 25     # the queries show notes, several each
     t = fit.load_traces(traces)
     assert any(n >= 0 for n in t.named) and len(t.lists) >= 4   # names and side lists are exercised
-    got = fit.first_ranks(t, MODEL)
+    got = fit.first_ranks(t, model)
     assert [None if not np.isfinite(r) else int(r) for r in got] == expected
 
 
@@ -84,3 +90,21 @@ def test_the_fit_is_deterministic_and_never_worse_than_where_it_starts(sample_in
     fit.write_model(written, model, t, str(traces))
     record = json.loads(written.read_text())
     assert record["parameters"] == fit.model_values(model) and record["data"]["queries"] == len(t.sets)
+
+
+def test_the_pool_harness_scores_each_set_and_compares_two_runs(tmp_path, capsys):
+    from tests.conftest import eval_path
+
+    eval_path("devsets", "known-items.jsonl")
+    out, traces = tmp_path / "pool.jsonl", tmp_path / "traces.jsonl"
+    assert pool.main(["run", str(out), "--model", "hash:64", "--work", str(tmp_path / "work"), "--queries", "3",
+                      "--sets", "known-obsidian|locomo|xquad-en-zh", "--traces", str(traces)]) == 0
+    rows = pool.load(out)
+    assert {r["set"] for r in rows} == {"known-obsidian-tasks-docs-en", "locomo", "xquad-en-zh"}
+    assert len(rows) == 3 * (3 + 5 * 3 + 3) and {r["mode"] for r in rows} == set(pool.MODES)
+    assert all(0 <= r[m] <= 1 for r in rows for m in pool.METRICS)
+    assert len(fit.load_traces(traces).sets) == 3 + 5 * 3 + 3
+    table = capsys.readouterr().out
+    assert "| locomo | all | 15 |" in table and "hybrid >= best - 0.02" in table
+    assert pool.main(["compare", str(out), str(out)]) == 1            # no change is no gain
+    assert "NOT KEPT: the interval reaches zero" in capsys.readouterr().out

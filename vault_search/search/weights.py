@@ -124,9 +124,10 @@ def keyword_weight(coverage: float, base: float = 1.0, full: float = FULL_COVERA
     return base * min(1.0, coverage / full) ** power
 
 
-def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model = MODEL) -> Weights:
+def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model | None = None) -> Weights:
     """Each voting list's weight and the rank constant (see the module): the
-    model's, or the caller's where ``options`` gives one."""
+    model's (``MODEL`` unless one is given), or the caller's where ``options`` gives one."""
+    model = model or MODEL
     given = dict(options.weights or {})
     keyword = given["fts"] if "fts" in given else model_keyword_weight(features, model)
     vector = _partial(model.vector, features, model) if features.mode == "hybrid" else model.vector
