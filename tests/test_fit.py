@@ -83,9 +83,14 @@ def test_the_fit_is_deterministic_and_never_worse_than_where_it_starts(sample_in
     t = fit.load_traces(traces)
     everything = np.ones(len(t.sets), bool)
     start = fit.objective(t, fit.first_ranks(t, MODEL), everything)
-    model, score = fit.fit(t, MODEL, everything)
+    model, score = fit.fit(t, MODEL, everything, cautious=False)
     assert score >= start and score == fit.objective(t, fit.first_ranks(t, model), everything)
-    assert fit.fit(t, MODEL, everything) == (model, score)
+    assert fit.fit(t, MODEL, everything, cautious=False) == (model, score)
+    # The cautious fit (the rule as objective) starts at a gain of 0 over the shipped model, never below.
+    safe, bound = fit.fit(t, MODEL, everything)
+    reference = fit.first_ranks(t, MODEL)
+    assert bound >= 0.0 == fit.lower_bound(t, reference, reference, everything)
+    assert bound == fit.lower_bound(t, fit.first_ranks(t, safe), reference, everything)
     written = tmp_path / "model.json"
     fit.write_model(written, model, t, str(traces))
     record = json.loads(written.read_text())
@@ -108,3 +113,14 @@ def test_the_pool_harness_scores_each_set_and_compares_two_runs(tmp_path, capsys
     assert "| locomo | all | 15 |" in table and "hybrid >= best - 0.02" in table
     assert pool.main(["compare", str(out), str(out)]) == 1            # no change is no gain
     assert "NOT KEPT: the interval reaches zero" in capsys.readouterr().out
+
+
+def test_the_shipped_model_is_the_file_and_the_file_holds_every_fitted_parameter():
+    from dataclasses import MISSING, fields
+
+    from vault_search.search import weights
+
+    record = json.loads(weights.MODEL_FILE.read_text(encoding="utf-8"))
+    fitted = {f.name for f in fields(weights.Model) if f.default is MISSING}
+    assert set(record["parameters"]) == fitted == set(fit.GRID)      # the fit owns every value the file holds
+    assert weights.load_model() == weights.MODEL and "fitted" in record and "by" in record

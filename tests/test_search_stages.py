@@ -155,12 +155,14 @@ def test_a_sentence_is_never_a_name_for_the_title_list(tmp_path):
         assert len(claim.split()) > MAX_NAME_WORDS and title_list(idx, _plan(idx, claim), found) == []
 
 
-def test_keyword_weight_is_full_from_full_coverage_and_squared_below():
-    from vault_search.search.weights import FULL_COVERAGE, keyword_weight
+def test_keyword_weight_is_full_from_full_coverage_and_falls_by_the_power_below():
+    from vault_search.search.weights import MODEL, keyword_weight
 
-    assert keyword_weight(1.0, 1.5) == keyword_weight(FULL_COVERAGE, 1.5) == 1.5
-    assert keyword_weight(FULL_COVERAGE / 2) == pytest.approx(0.25)
-    assert keyword_weight(0.0) == 0.0 and keyword_weight(0.1) < 0.02
+    full, power = MODEL.full_coverage, MODEL.coverage_power
+    assert keyword_weight(1.0, 1.5) == keyword_weight(full, 1.5) == 1.5
+    assert keyword_weight(full / 2) == pytest.approx(0.5 ** power)
+    assert keyword_weight(full / 4, 1.0, full, 2.0) == pytest.approx(1 / 16)
+    assert keyword_weight(0.0) == 0.0 and keyword_weight(0.1) < keyword_weight(0.2) < keyword_weight(full)
 
 
 def test_min_score_is_checked_and_the_hybrid_default_is_its_own_cut():
@@ -393,7 +395,9 @@ def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monk
 def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_first(tmp_path):
     from indexer.embed import HashEmbedder
     from vault_search.render import render_explain
-    from vault_search.search.weights import PROXIMITY_WEIGHT
+    from vault_search.search.weights import MODEL
+
+    PROXIMITY_WEIGHT = MODEL.proximity
 
     gap = "要定期备份，备份文件放在另外一台机器上面保存好，每周检查一次"   # > PROXIMITY_WINDOW tokens
     notes = {
@@ -584,7 +588,9 @@ def test_a_hyphenated_english_word_is_translated_whole(tmp_path):
 
 
 def test_a_foreign_questions_keyword_list_weighs_by_its_words_without_a_translation(tmp_path):
-    from vault_search.search.weights import FOREIGN_KEYWORD_SHARE, KEYWORD_BASE_WEIGHT, keyword_weight
+    from vault_search.search.weights import MODEL, keyword_weight
+
+    FOREIGN_KEYWORD_SHARE, KEYWORD_BASE_WEIGHT = MODEL.foreign_keyword_share, MODEL.keyword
 
     # An English question over Chinese notes: one note holds a stray English line with
     # most of its words, the answer holds their translations only.
@@ -627,7 +633,9 @@ def test_an_english_word_no_sense_is_exactly_is_translated_through_a_short_sense
 
 def test_names_the_notes_write_as_the_question_does_keep_its_keyword_list(tmp_path):
     from vault_search.render import render_explain
-    from vault_search.search.weights import FOREIGN_KEYWORD_SHARE, KEYWORD_BASE_WEIGHT, keyword_weight
+    from vault_search.search.weights import MODEL, keyword_weight
+
+    FOREIGN_KEYWORD_SHARE, KEYWORD_BASE_WEIGHT = MODEL.foreign_keyword_share, MODEL.keyword
 
     notes = {**ZH_NOTES, "运维.md": "# 运维\n\n用 docker 和 nginx 部署服务，kubectl 管理集群，helm 安装应用，重启容器。\n",
              "插头.md": "# 插头\n\n这个 plug 坏了，插件装不上。\n"}

