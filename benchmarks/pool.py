@@ -207,7 +207,11 @@ def run(args) -> int:
 # -- tables ----------------------------------------------------------------------
 
 def load(path: str | Path) -> list[dict]:
-    return _jsonl(Path(path))
+    """The rows of a ``pool run`` (a missing or unreadable file is a one-line error)."""
+    try:
+        return _jsonl(Path(path))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"cannot read the pool run {path}: {exc}") from None
 
 
 def _mean(values) -> float:
