@@ -53,8 +53,6 @@ GRID: dict[str, tuple[float, ...]] = {
     "foreign_keyword_share": (0.0, 0.25, 0.5, 0.75, 1.0),
     "proximity": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
     "title": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0),
-    "vector_full_z": (3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0),
-    "vector_z_power": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
 }
 ROUNDS = 3
 LIMIT = 10          # results asked for, as benchmarks.pool asks
@@ -295,7 +293,6 @@ def audit(t: Traces, model, file=None) -> dict[str, Verdict]:
         "keyword weight by coverage": {"coverage_power": 0.0},
         "keyword base weight (1.0)": {"keyword": 1.0},
         "rank constant 60": {"rrf_k": 60.0},
-        "vector weight by its first note's z": {"vector_z_power": 0.0},
     }
     base = per_query(t, model)
     verdicts = {}

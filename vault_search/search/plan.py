@@ -78,9 +78,7 @@ class QueryPlan(Request):
     def features(self, lists: dict) -> QueryFeatures:
         """What the ranking model reads of this query, given the lists that voted."""
         untranslated = self.translation.untranslated if self.translation is not None else None
-        first = next((h for h in lists.get("vector", ()) if not h.stand_in), None)
-        return QueryFeatures(self.mode, tuple(lists), self.coverage, untranslated, self.foreign, self.embedded_share,
-                             first.z if first is not None else None)
+        return QueryFeatures(self.mode, tuple(lists), self.coverage, untranslated, self.foreign, self.embedded_share)
 
 
 def prepare(query: str, options: SearchOptions, config: VaultConfig,

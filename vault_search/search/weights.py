@@ -73,10 +73,6 @@ class Model:
     proximity: float
     # The title list: the notes whose name looks like the query (lists.title_list).
     title: float
-    # The vector list's weight falls below its first note's z of ``vector_full_z``
-    # as (z / vector_full_z) ** ``vector_z_power`` (``vector_confidence``; 0: never).
-    vector_full_z: float
-    vector_z_power: float
     vector: float = 1.0           # the reference the other weights are relative to
     latent: float = LATENT_WEIGHT
     partial_power: float = PARTIAL_POWER
@@ -99,9 +95,6 @@ class QueryFeatures:
     untranslated: float | None    # a translated foreign question: the same, of its words without a translation
     foreign: bool                 # hybrid: a question in a script the notes mostly are not
     embedded_share: float         # chunks with a vector, of all chunks
-    # The vector list's first note: how many standard deviations above the
-    # query's typical chunk its chunk is (``ChunkHit.z``; None without one).
-    vector_z: float | None = None
 
 
 @dataclass(frozen=True)
@@ -132,9 +125,7 @@ def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model
     model = model or MODEL
     given = dict(options.weights or {})
     keyword = given["fts"] if "fts" in given else model_keyword_weight(features, model)
-    vector = model.vector
-    if features.mode == "hybrid":
-        vector = _partial(model.vector, features, model) * vector_confidence(features, model)
+    vector = _partial(model.vector, features, model) if features.mode == "hybrid" else model.vector
     model_weights = {
         "fts": keyword,
         "vector": vector,
@@ -172,17 +163,6 @@ def translated_weight(features: QueryFeatures, model: Model = MODEL) -> float:
     notes are fragments)."""
     known = features.untranslated if features.untranslated is not None else features.coverage
     return model.translated * (1.0 - (known or 0.0))
-
-
-def vector_confidence(features: QueryFeatures, model: Model = MODEL) -> float:
-    """How much the vector list's vote counts in the hybrid: (its first
-    note's z / ``vector_full_z``) ** ``vector_z_power``, at most 1. A first note
-    that stands far out of the query's typical chunk is a match; in a vault
-    of one subject (a conversation, a diary) every chunk is about as near,
-    and the vectors' order is close to noise."""
-    if not model.vector_z_power or features.vector_z is None:
-        return 1.0
-    return min(1.0, max(features.vector_z, 0.0) / model.vector_full_z) ** model.vector_z_power
 
 
 def _partial(weight: float, features: QueryFeatures, model: Model) -> float:
