@@ -40,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.pool import Verdict, paired, print_verdict
+from benchmarks.pool import Verdict, paired, print_verdict, unit
+from vault_search.fusion import TIE_DIGITS
 
 # Each fitted parameter and the values the search tries (the current value is always tried too).
 GRID: dict[str, tuple[float, ...]] = {
@@ -101,7 +102,7 @@ def load_traces(path: str | Path) -> Traces:
             for name, hits in t["lists"].items():
                 names.setdefault(name, len(names))
                 for r, (note, score, stand_in) in enumerate(hits, 1):
-                    notes[note][name] = (r, score)
+                    notes[note][name] = (r, math.nan if stand_in else score)   # a stand-in's score is another list's
                     if not stand_in:
                         best[note] = min(best.get(note, math.inf), r)
             for note in places:
@@ -166,9 +167,9 @@ def places(t: Traces, score: np.ndarray) -> np.ndarray:
     from vault_search.search import relevance as cut
 
     nq = len(t.sets)
-    key = score - 1e-9 * np.minimum(t.minrank, 1e6)       # rrf's tie-break: the best rank in any list
-    key = np.where(t.named >= 0, 1e6 - t.named, key)      # the named notes first, in their order
-    order = np.lexsort((-key, t.qrow))
+    key = np.where(t.named >= 0, 1e6 - t.named, np.round(score, TIE_DIGITS))   # the named notes first, in order
+    # rrf's order: score, then the best rank in any list, then the order the notes came (lexsort is stable)
+    order = np.lexsort((t.minrank, -key, t.qrow))
     q = t.qrow[order]
     start = np.searchsorted(q, np.arange(nq))
     pos = np.arange(len(order)) - start[q]
@@ -200,17 +201,29 @@ def objective(t: Traces, ranks: np.ndarray, mask: np.ndarray) -> float:
 
 
 def lower_bound(t: Traces, ranks: np.ndarray, against: np.ndarray, mask: np.ndarray) -> float:
-    """The rule as an objective: the lower end of the 95% interval of the
-    MRR@10 gain of ``ranks`` over ``against`` (sets weighted equally; normal
-    approximation of ``pool.paired``'s bootstrap), on the queries in ``mask``."""
+    """The rule as an objective, on the queries in ``mask``: the lower end of
+    the 95% interval of the MRR@10 gain of ``ranks`` over ``against`` (sets
+    weighted equally, the sets of one ``pool.unit`` group correlated
+    question by question; a normal approximation of ``pool.paired``), or
+    -1 when some set loses beyond its own noise (its interval below zero)."""
     gain = np.where(ranks <= 10, 1.0 / ranks, 0.0) - np.where(against <= 10, 1.0 / against, 0.0)
     sets = np.asarray(t.sets)
-    means, variances = [], []
-    for s in sorted(set(sets[mask])):
-        d = gain[mask & (sets == s)]
-        means.append(d.mean())
-        variances.append(d.var(ddof=1) / len(d) if len(d) > 1 else 0.0)
-    return float(np.mean(means) - 1.96 * np.sqrt(np.sum(variances)) / len(means))
+    names = sorted(set(sets[mask]))
+    total, variance = 0.0, 0.0
+    for group in sorted({unit(s, "")[0] for s in names}):
+        members = [s for s in names if unit(s, "")[0] == group]
+        sums: dict[str, float] = defaultdict(float)
+        for s in members:
+            rows = np.flatnonzero(mask & (sets == s))
+            d = gain[rows]
+            if len(d) > 1 and d.mean() + 1.96 * d.std(ddof=1) / np.sqrt(len(d)) < 0:
+                return -1.0
+            total += d.mean()
+            for q, value in zip((t.ids[i] for i in rows), d):
+                sums[unit(s, q)[1]] += value / len(d)
+        per_question = np.fromiter(sums.values(), float) * len(sums)   # each set's mean is their mean
+        variance += per_question.var(ddof=1) / len(sums) if len(sums) > 1 else 0.0
+    return float(total / len(names) - 1.96 * np.sqrt(variance) / len(names))
 
 
 def fit(t: Traces, start, mask: np.ndarray, grid: dict[str, tuple[float, ...]] = GRID, log=None,
@@ -331,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mean", action="store_true",
                     help="maximise the mean MRR@10 of the sets, not the lower end of the gain's interval")
     args = ap.parse_args(argv)
+    unknown = [name for name in args.params.split(",") if name and name not in GRID]
+    if unknown:
+        raise SystemExit(f"no such parameter: {', '.join(unknown)} (the fitted ones: {', '.join(GRID)})")
+    if args.write and not args.cv:
+        raise SystemExit("--write needs --cv: a model is written only when its cross-validated ranks pass the rule")
     grid = {name: GRID[name] for name in args.params.split(",") if name}
     t = load_traces(args.traces)
     everything = np.ones(len(t.sets), bool)
@@ -343,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         columns["fitted (cross-validated)"] = cv
         cvq = {(s, i): {"mrr@10": 1 / r if r <= 10 else 0.0} for s, i, r in zip(t.sets, t.ids, cv)}
         print("\nCross-validated fit against the current model (paired, MRR@10):")
-        print_verdict(paired(per_query(t, MODEL), cvq, "mrr@10"), "MRR@10")
+        verdict = paired(per_query(t, MODEL), cvq, "mrr@10")
+        print_verdict(verdict, "MRR@10")
     print(f"\nModel fitted on the whole pool: {model_values(model)} "
           f"({'lower end of the gain' if not args.mean else 'mean MRR@10'} {score:.4f})\n")
     table(t, columns)
@@ -351,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n## Audit of the current model")
         audit(t, MODEL)
     if args.write:
+        if not verdict.keep:
+            print(f"\nnot written to {args.write}: the cross-validated fit does not pass the rule")
+            return 1
         write_model(args.write, model, t, args.traces)
     return 0
 

@@ -124,3 +124,44 @@ def test_the_shipped_model_is_the_file_and_the_file_holds_every_fitted_parameter
     fitted = {f.name for f in fields(weights.Model) if f.default is MISSING}
     assert set(record["parameters"]) == fitted == set(fit.GRID)      # the fit owns every value the file holds
     assert weights.load_model() == weights.MODEL and "fitted" in record and "by" in record
+
+
+def test_fused_scores_equal_but_for_rounding_are_a_tie_broken_by_the_best_rank():
+    from vault_search.fusion import rrf
+    from vault_search.hits import ChunkHit
+
+    def hits(notes):
+        return [ChunkHit(chunk_id=n, note_id=n, score=1.0 / r, rank=r) for r, n in enumerate(notes, 1)]
+
+    # A: keyword rank 5 alone, 1.5 / 15 = 0.1; B: vector rank 4 and title rank 25, 1/14 + 1/35 = 0.1 as well,
+    # 0.09999999999999999 in floats. B's best rank (4) wins the tie, whichever way the floats fell.
+    keyword, vector, title = hits([11, 12, 13, 14, 1]), hits([21, 22, 23, 2]), hits([*range(31, 55), 2])
+    order = [f.note_id for f in rrf({"fts": keyword, "vector": vector, "title": title},
+                                    {"fts": 1.5, "vector": 1.0, "title": 1.0}, 10)]
+    assert order.index(2) < order.index(1)
+
+
+def test_the_pool_draws_the_same_question_asked_in_several_sets_together():
+    assert pool.unit("xquad-zh-en", "zh-5725f39638643c19005acef9") == ("xquad", "5725f39638643c19005acef9")
+    assert pool.unit("locomo", "locomo-26-001") == ("locomo", "locomo-26-001")
+    # The same questions gain in one direction and lose as much in the other: drawn together, every draw
+    # cancels, so the pool's interval is exactly zero; drawn apart it would spread.
+    ups = [1.0, 0.0] * 50
+    before = {(s, f"{p}-{i}"): {"mrr@10": 0.0} for s, p in (("xquad-en", "en"), ("xquad-zh", "zh")) for i in range(100)}
+    after = {("xquad-en", f"en-{i}"): {"mrr@10": ups[i]} for i in range(100)}
+    after |= {("xquad-zh", f"zh-{i}"): {"mrr@10": -ups[i]} for i in range(100)}
+    v = pool.paired(before, after, "mrr@10")
+    assert v.low == v.high == 0.0 and v.sets["xquad-en"][0] == 0.5 and v.losers == ["xquad-zh"]
+
+
+def test_the_fits_objective_refuses_a_set_losing_beyond_its_noise():
+    from types import SimpleNamespace
+
+    # set a: 200 of 400 queries go from a miss to first; set b: 20 of 100 fall out of the first place
+    t = SimpleNamespace(sets=["a"] * 400 + ["b"] * 100, ids=[str(i) for i in range(500)])
+    against = np.array([np.inf] * 400 + [1.0] * 100)
+    ranks = np.array([1.0] * 200 + [np.inf] * 200 + [np.inf] * 20 + [1.0] * 80)
+    everything = np.ones(500, bool)
+    assert fit.lower_bound(t, ranks, against, everything) == -1.0
+    alone = SimpleNamespace(sets=t.sets[:400], ids=t.ids[:400])
+    assert fit.lower_bound(alone, ranks[:400], against[:400], everything[:400]) > 0.4   # set a alone: a clear gain

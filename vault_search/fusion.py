@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from .hits import ChunkHit
 
+TIE_DIGITS = 12   # fused scores that agree to this many decimals are tied
+
 
 @dataclass
 class Fused:
@@ -41,19 +43,25 @@ def rrf(lists: dict[str, list[ChunkHit]], weights: dict[str, float], k: float,
     fused: dict[int, Fused] = {}
     for name, hits in lists.items():
         w = weights.get(name, 1.0)
-        lo = min((h.score for h in hits), default=0.0)
-        span = max((h.score for h in hits), default=0.0) - lo or 1.0
+        # Scaled over the list's own hits: a stand-in carries another list's score.
+        own = [h.score for h in hits if not h.stand_in]
+        lo = min(own, default=0.0)
+        span = max(own, default=0.0) - lo or 1.0
         for rank, hit in enumerate(hits, 1):
             f = fused.get(hit.note_id)
             if f is None:
                 f = fused[hit.note_id] = Fused(hit.note_id, 0.0, hit.chunk_id)
-            f.score += w / (k + rank) + (w * score_share * (hit.score - lo) / span if score_share else 0.0)
+            f.score += w / (k + rank)
             if hit.stand_in:
-                continue   # a place held for a note the list cannot see: it adds to the score only
+                continue   # a place held for a note the list cannot see: it adds to its rank vote only
+            if score_share:
+                f.score += w * score_share * (hit.score - lo) / span
             f.ranks[name] = rank
             f.scores[name] = hit.score
             f.chunks[name] = hit.chunk_id
     for f in fused.values():
         best = min(f.ranks, key=lambda name: (f.ranks[name], order[name]))
         f.chunk_id = f.chunks[best]
-    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values())))
+    # Scores equal but for float rounding (1/14 + 1/35 against 1/10) are a tie,
+    # broken by the best rank in any list, then by the order the notes came.
+    return sorted(fused.values(), key=lambda f: (-round(f.score, TIE_DIGITS), min(f.ranks.values())))

@@ -42,7 +42,7 @@ from .filters import SearchFilters
 from .fusion import rrf
 from .keyword import best_per_note, document_frequencies, idf, keyword_hits
 from .query import STOP_WORDS, quote_term
-from .search.weights import MODEL
+from .search import weights as ranking
 from .snippet import make_snippet
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def similar(reader: Reader, note: str | None = None, text: str | None = None, li
 
             hits = nearest_notes(reader.vectors(), reader.chunk_notes(), vector, DEPTH, DEPTH)
             lists["vector"] = [h for h in hits if h.note_id != source_id]
-    fused = rrf(lists, {}, MODEL.rrf_k)[:max(limit, WEAK_GUESSES) * 3]
+    fused = rrf(lists, {}, ranking.MODEL.rrf_k)[:max(limit, WEAK_GUESSES) * 3]
     owned = note_terms(conn, [f.note_id for f in fused], terms)
     total = sum(weights.values()) or 1.0
     z_of = {h.note_id: h.z for h in lists.get("vector", [])}

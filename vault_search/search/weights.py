@@ -80,7 +80,11 @@ class Model:
 
 def load_model(path: Path = MODEL_FILE) -> Model:
     """The model of ``path`` (``MODEL_FILE``: what ships)."""
-    return Model(**json.loads(path.read_text(encoding="utf-8"))["parameters"])
+    try:
+        return Model(**json.loads(path.read_text(encoding="utf-8"))["parameters"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(f"the ranking model file {path} cannot be used ({exc}): reinstall vault-search, "
+                           "or write it again with benchmarks/fit.py") from exc
 
 
 MODEL = load_model()
@@ -139,7 +143,7 @@ def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model
                    options.rrf_k or model.rrf_k, model.score_share)
 
 
-def model_keyword_weight(features: QueryFeatures, model: Model = MODEL) -> float:
+def model_keyword_weight(features: QueryFeatures, model: Model | None = None) -> float:
     """The keyword list's weight: in the hybrid, scaled by the query's word
     coverage (``keyword_weight``). An English question over Chinese notes
     finds most of its words somewhere (a stray "online", "theme", "chat"),
@@ -147,6 +151,7 @@ def model_keyword_weight(features: QueryFeatures, model: Model = MODEL) -> float
     list weighs by the words the notes write as the question does
     (``untranslated``), and keeps ``foreign_keyword_share`` of its weight by
     all its words for the words that have a translation and are written as is too."""
+    model = model or MODEL
     if features.mode != "hybrid" or features.coverage is None:
         return model.keyword
     weight = keyword_weight(features.coverage, model.keyword, model.full_coverage, model.coverage_power)
@@ -156,11 +161,12 @@ def model_keyword_weight(features: QueryFeatures, model: Model = MODEL) -> float
                model.foreign_keyword_share * weight)
 
 
-def translated_weight(features: QueryFeatures, model: Model = MODEL) -> float:
+def translated_weight(features: QueryFeatures, model: Model | None = None) -> float:
     """The translated list's weight: the translation stands in for the words
     the index does not know (for a foreign question: the words it
     translates, whether or not the index has them; those it shares with the
     notes are fragments)."""
+    model = model or MODEL
     known = features.untranslated if features.untranslated is not None else features.coverage
     return model.translated * (1.0 - (known or 0.0))
 
