@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := $(BIN)/vault-search --vault sample-vault --index-dir .demo-index
 
-.PHONY: demo test lint clean browser
+.PHONY: demo test lint clean browser dist
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,5 +49,12 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check vault_search indexer benchmarks tests
 	$(BIN)/mypy
 
+# The sdist and the wheel (built from the sdist, as an installer builds it) in
+# dist/, for `pipx install dist/vault_search-*.whl` (tests/test_wheel.py builds its own).
+dist: | $(BIN)/python
+	$(BIN)/python -c "import build" 2>/dev/null || $(BIN)/pip install --quiet build
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) .demo-index .pytest_cache
+	rm -rf $(VENV) .demo-index .pytest_cache dist build

@@ -9,10 +9,9 @@ from __future__ import annotations
 import difflib
 import os
 import sqlite3
+import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import tomllib
 
 from . import locate
 from .errors import ConfigError, VaultNotFoundError

@@ -28,14 +28,13 @@ import socket
 import sqlite3
 import threading
 import time
+import tomllib
 import urllib.parse
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
-
-import tomllib
 
 from indexer.errors import UsageValueError
 
