@@ -1,7 +1,9 @@
 """The search page (`serve`'s /) in a real, headless Chromium (Debian's
 chromium and chromium-driver, driven by selenium) against a real server on
 127.0.0.1: first load from the URL, typing, keys, preview, modes, the side by
-side view, input methods, dark mode, and no request leaving 127.0.0.1."""
+side view (every list that voted, as explain names them), input methods, dark
+mode, several vaults (named in the address, back and forward, highlighting,
+one side by side panel per vault), and no request leaving 127.0.0.1."""
 
 import json
 import os
@@ -9,6 +11,7 @@ import shutil
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -174,11 +177,11 @@ def test_modes_side_by_side_status_and_dark_mode(site, browser):
     Select(browser.find_element(By.ID, "mode")).select_by_value("fts")
     wait(browser, lambda d: "mode=fts" in d.current_url and "(fts," in d.find_element(By.ID, "results").text)
     browser.find_element(By.ID, "compare").click()
-    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".compare h2")) == 3)
-    titles = [h.text for h in browser.find_elements(By.CSS_SELECTOR, ".compare h2")]
-    assert titles[0].startswith("keyword") and titles[1].startswith("vector") and titles[2].startswith("fused")
-    fused = browser.find_elements(By.CSS_SELECTOR, ".compare > div")[2].text
-    assert "keyword #1" in fused and "view=compare" in browser.current_url
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".compare [data-list=fused] li"))
+    titles = [h.text for h in browser.find_elements(By.CSS_SELECTOR, ".compare h3")]
+    assert titles[0] == "keyword (BM25)" and titles[-1] == "fused (fts)", titles   # keyword mode: its one list
+    fused = browser.find_element(By.CSS_SELECTOR, ".compare [data-list=fused]").text
+    assert "#1 · keyword #1" in fused and "view=compare" in browser.current_url
     wait(browser, lambda d: "notes" in d.find_element(By.ID, "status").text)
     assert "22 notes" in browser.find_element(By.ID, "status").text
 
@@ -299,6 +302,203 @@ def test_several_vaults_pick_one_and_preview_from_it(tmp_path, browser):
         httpd.server_close()
         for service in services:
             service.close()
+
+
+@pytest.fixture(scope="module")
+def two_vaults(tmp_path_factory):
+    """`serve --vault notes --vault memory`: the sample vault, and a small English
+    one whose index has another model (so no cosine of one may stand beside
+    the other's)."""
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import SearchService
+
+    root = tmp_path_factory.mktemp("two-vaults")
+    notes = copy_tree(SAMPLE_VAULT, root / "notes")
+    memory = root / "memory"
+    memory.mkdir()
+    (memory / "kyoto.md").write_text("# Kyoto plan\nBook the tea ceremony in Gion.\n", encoding="utf-8")
+    (memory / "lists.md").write_text("# Shopping\n\nHow do I add an item to the list? Indian dogs do a random dance. "
+                                     "Add items daily; the address book is kept apart.\n", encoding="utf-8")
+    services = []
+    for vault, dim in ((notes, 64), (memory, 32)):
+        with Index.open(vault, root / f"index-{vault.name}", create=True, embedder=HashEmbedder(dim)) as idx:
+            idx.sync()
+        services.append(SearchService(vault, root / f"index-{vault.name}", watch=False, warm=False,
+                                      embedder=HashEmbedder(dim)))
+    httpd = VaultHTTPServer(services, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}", root
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        for service in services:
+            service.close()
+
+
+def api(base, path, **params):
+    with urllib.request.urlopen(f"{base}{path}?{urllib.parse.urlencode(params)}", timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def chosen_vault(driver):
+    return driver.execute_script("return document.getElementById('vault').value")
+
+
+def url_vault(driver):
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(driver.current_url).query).get("vault", [""])[0]
+
+
+def test_the_address_names_the_vault_through_reload_back_and_forward(two_vaults, browser):
+    """Issue 37.7: ?vault=NAME is read on load; the menu writes names (never a
+    folder) into the address; back, forward and reload show each entry's search."""
+    base, root = two_vaults
+    kyoto = "Notes/Travel/Kyoto trip.md"
+    browser.get(f"{base}/?q=tea%20ceremony&vault=memory")
+    wait(browser, lambda d: paths(d) == ["kyoto.md"] and chosen_vault(d) == "memory")
+    assert url_vault(browser) == "memory"
+    box = Select(browser.find_element(By.ID, "vault"))
+    assert [o.get_attribute("value") for o in box.options] == ["", "notes", "memory"]
+    wait(browser, lambda d: d.find_element(By.ID, "status").text.startswith("2 notes"))   # the chosen vault's
+
+    box.select_by_visible_text("notes")
+    wait(browser, lambda d: url_vault(d) == "notes" and paths(d) and paths(d)[0] == kyoto)
+    assert "kyoto.md" not in paths(browser)
+    box.select_by_visible_text("all vaults")
+    wait(browser, lambda d: url_vault(d) == "" and {"kyoto.md", kyoto} <= set(paths(d)))
+    assert str(root) not in browser.current_url
+
+    browser.back()
+    wait(browser, lambda d: url_vault(d) == "notes" and chosen_vault(d) == "notes" and "kyoto.md" not in paths(d))
+    browser.back()
+    wait(browser, lambda d: url_vault(d) == "memory" and chosen_vault(d) == "memory" and paths(d) == ["kyoto.md"])
+    browser.forward()
+    wait(browser, lambda d: chosen_vault(d) == "notes" and paths(d) and paths(d)[0] == kyoto)
+    browser.refresh()
+    wait(browser, lambda d: chosen_vault(d) == "notes" and paths(d) and paths(d)[0] == kyoto)
+    assert url_vault(browser) == "notes" and shown_query(browser) == "tea ceremony"
+
+    # A query typed after a pause is an entry of its own; its keystrokes are not.
+    time.sleep(1.6)
+    q = browser.find_element(By.ID, "q")
+    q.send_keys(Keys.CONTROL, "a")
+    for ch in "deep work":
+        q.send_keys(ch)
+    wait(browser, lambda d: shown_query(d) == "deep work" and paths(d))
+    browser.back()
+    wait(browser, lambda d: shown_query(d) == "tea ceremony" and d.find_element(By.ID, "q").get_attribute("value")
+         == "tea ceremony" and paths(d) and paths(d)[0] == kyoto)
+
+    # An address from before vaults had names in it (a folder): the vault's name replaces it.
+    browser.get(f"{base}/?q=tea%20ceremony&vault={urllib.parse.quote(str(root / 'memory'), safe='')}")
+    wait(browser, lambda d: url_vault(d) == "memory" and chosen_vault(d) == "memory" and paths(d) == ["kyoto.md"])
+    assert str(root) not in browser.current_url
+
+
+def marks_of(driver, path):
+    return driver.execute_script(
+        "const li = [...document.querySelectorAll('#results .result')].find((e) => e.dataset.path === arguments[0]);"
+        "return li ? [...li.querySelectorAll('.snippet mark')].map((m) => m.textContent) : null;", path)
+
+
+def test_all_vaults_mark_the_words_searched_and_explain_only_when_asked(two_vaults, browser):
+    """Issue 37.8: with every vault searched the page marks the words the
+    server searched (on word boundaries in Latin script, inside Chinese text),
+    not "i", "an", "do" inside words, and says nothing of explain."""
+    base, _ = two_vaults
+    browser.get(f"{base}/?q=how%20do%20I%20add%20an%20item")
+    wait(browser, lambda d: "lists.md" in paths(d))
+    assert chosen_vault(browser) == "" and len({e.text for e in browser.find_elements(
+        By.CSS_SELECTOR, "#results .chip.vault")}) == 2   # both vaults answered
+    marks = marks_of(browser, "lists.md")
+    assert sorted(m.lower() for m in marks) == ["add", "add", "item", "items"], marks
+    snippet = browser.execute_script("return [...document.querySelectorAll('#results .result')].find("
+                                     "(e) => e.dataset.path === 'lists.md').querySelector('.snippet').innerHTML")
+    assert "Indian dogs do a random dance" in snippet and "address book" in snippet   # nothing marked inside
+    warnings = [w.text for w in browser.find_elements(By.CSS_SELECTOR, "#results .warning")]
+    assert not any("explain" in w for w in warnings), warnings
+
+    browser.get(f"{base}/?q=%E6%95%B0%E6%8D%AE%E5%BA%93%E7%B4%A2%E5%BC%95")   # 数据库索引: Han has no spaces
+    wait(browser, lambda d: "Notes/数据库/数据库索引.md" in paths(d))
+    marks = marks_of(browser, "Notes/数据库/数据库索引.md")
+    assert "索引" in marks and any(m.startswith("数据") for m in marks), marks
+    warnings = [w.text for w in browser.find_elements(By.CSS_SELECTOR, "#results .warning")]
+    assert not any("explain" in w for w in warnings), warnings
+
+
+def compare_columns(driver, vault=None):
+    """Side by side as shown: per panel (by vault), each list's column: its
+    heading and the (path, rank line) of each note in it."""
+    panels = driver.execute_script("""
+        return [...document.querySelectorAll('#results .compare-vault')].map((panel) => ({
+            vault: panel.dataset.vault || '', head: (panel.querySelector('h2') || {}).textContent || '',
+            warnings: [...panel.querySelectorAll('.warning')].map((w) => w.textContent),
+            lists: [...panel.querySelectorAll('.compare > div')].map((col) => [col.dataset.list, {
+                title: col.querySelector('h3').textContent,
+                notes: [...col.querySelectorAll('li')].map((li) => [li.dataset.path, li.querySelector('.rank').textContent]),
+            }]),
+        }));""")
+    return {p["vault"]: {**p, "lists": dict(p["lists"])} for p in panels}
+
+
+def expected_columns(explain, results):
+    """What side by side must show, from the server's own explain: each list that
+    voted, the fused notes it ranked in its order, each note's rank there."""
+    rows = {r["path"]: r for r in explain["ranks"]}
+    out = {}
+    for name in explain["weights"]:
+        ranked = sorted((rows[r["path"]]["ranks"][name], r["path"]) for r in results if name in rows[r["path"]]["ranks"])
+        out[name] = [(path, rank) for rank, path in ranked]
+    return out
+
+
+def test_side_by_side_over_several_vaults_is_one_panel_per_vault(two_vaults, browser):
+    """Issue 37.8: side by side with every vault: each vault's lists, ranks and
+    cosines in a panel of its own, under its name and model, never mixed."""
+    base, _ = two_vaults
+    browser.get(f"{base}/?q=tea%20ceremony&view=compare")
+    wait(browser, lambda d: len(compare_columns(d)) == 2 and all(
+        p["lists"].get("fused", {}).get("notes") for p in compare_columns(d).values()))
+    shown = compare_columns(browser)
+    assert shown["notes"]["head"] == "notes · hash:64" and shown["memory"]["head"] == "memory · hash:32"
+    for name, panel in shown.items():
+        answer = api(base, "/search", q="tea ceremony", vault=name, explain=1, limit=20)
+        assert [p for p, _ in panel["lists"]["fused"]["notes"]] == [r["path"] for r in answer["results"]]
+        for list_name, notes in expected_columns(answer["explain"], answer["results"]).items():
+            assert [(p, line.split(" · ")[0]) for p, line in panel["lists"][list_name]["notes"]] == \
+                [(p, f"#{rank}") for p, rank in notes], (name, list_name)
+        assert set(panel["lists"]) == {*answer["explain"]["weights"], "fused"}
+        assert not any("explain" in w for w in panel["warnings"])
+    assert [p for p, _ in shown["memory"]["lists"]["vector"]["notes"]] == ["kyoto.md"]   # its own vault's only
+
+
+def test_side_by_side_shows_every_list_that_voted_as_explain_does(site, browser):
+    """Issue 37.9: a question in the other language (自定义状态 on notes mostly
+    in English): side by side shows the keyword, translated and vector lists
+    the fused ranks cite, each with the server's ranks, from one search."""
+    base, _ = site
+    query = "自定义状态"
+    answer = api(base, "/search", q=query, explain=1, limit=20)
+    explain = answer["explain"]
+    assert {"fts", "translated", "vector"} <= set(explain["weights"])   # the translated list voted
+    requests_made(browser)
+    browser.get(f"{base}/?q={urllib.parse.quote(query)}&view=compare")
+    wait(browser, lambda d: compare_columns(d).get("", {}).get("lists", {}).get("fused", {}).get("notes"))
+    panel = compare_columns(browser)[""]
+    assert panel["head"] == ""   # one vault: no vault heading
+    assert [panel["lists"][n]["title"] for n in panel["lists"]] == \
+        ["keyword (BM25)", "translated (BM25)", "vector (cosine)", "fused (hybrid)"]
+    for list_name, notes in expected_columns(explain, answer["results"]).items():
+        assert [(p, line.split(" · ")[0]) for p, line in panel["lists"][list_name]["notes"]] == \
+            [(p, f"#{rank}") for p, rank in notes], list_name
+    rows = {r["path"]: r for r in explain["ranks"]}
+    for place, (path, line) in enumerate(panel["lists"]["fused"]["notes"], 1):
+        cited = rows[path]["ranks"]
+        assert line.startswith(f"#{place} · ")
+        for list_name, label in (("fts", "keyword"), ("translated", "translated"), ("vector", "vector")):
+            assert (f"{label} #{cited[list_name]}" if list_name in cited else f"{label} –") in line, line
+    assert any("translated" in rows[p]["ranks"] for p, _ in panel["lists"]["fused"]["notes"])
+    made = searches(requests_made(browser))
+    assert len(made) == 1 and "mode=" not in made[0], made   # the fused search's own explain, no per-mode searches
 
 
 def test_another_sites_page_cannot_write_the_query_log_and_this_page_still_follows(tmp_path, browser, ledger):

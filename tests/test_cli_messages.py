@@ -77,3 +77,53 @@ def test_one_result_is_singular(cli):
     cli("index", "--no-embed")
     r = cli("search", "tea ceremony", "--mode", "fts", "-n", "1", "--no-server")
     assert r.code == 0 and r.out.splitlines()[-1].startswith("1 result (fts, "), r
+
+
+def test_global_options_are_taken_after_the_command_too(vault, index_dir, cli):
+    import subprocess
+
+    from conftest import CLI
+
+    assert cli("index", "--no-embed").code == 0
+    first = cli("search", "tea ceremony", "--json", "--mode", "fts", "--no-server")
+    after = subprocess.run([str(CLI), "search", "tea ceremony", "--vault", str(vault), "--json", "--mode", "fts",
+                            f"--index-dir={index_dir}", "--no-server", "--color", "never"],
+                           capture_output=True, text=True, timeout=300, cwd="/")
+    assert after.returncode == 0, after.stderr
+    assert [r["path"] for r in json.loads(after.stdout)["results"]] == \
+        [r["path"] for r in first.json()["results"]] != []
+    # after `--` it is the query's text, not an option
+    literal = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "search", "--mode",
+                              "fts", "--json", "--no-server", "--", "--vault"], capture_output=True, text=True,
+                             timeout=300)
+    assert literal.returncode == 0 and json.loads(literal.stdout)["query"] == "--vault", literal.stderr
+
+
+def test_hoisting_leaves_a_commands_own_option_and_what_follows_the_double_dash():
+    from vault_search.argv import hoist_globals
+    from vault_search.fast import parse_globals
+
+    serve_owns = {"serve": {"--vault"}}.get
+    assert hoist_globals(["search", "due date", "--vault", "V", "-n", "3"], lambda c: ()) == \
+        ["--vault", "V", "search", "due date", "-n", "3"]
+    assert hoist_globals(["serve", "--vault", "A", "--vault", "B", "--index-dir=I"], lambda c: serve_owns(c, ())) \
+        == ["--index-dir=I", "serve", "--vault", "A", "--vault", "B"]
+    assert hoist_globals(["search", "--", "--vault", "V"], lambda c: ()) == ["search", "--", "--vault", "V"]
+    assert hoist_globals(["--help"], lambda c: ()) == ["--help"]
+    assert hoist_globals(["search", "x", "--vault"], lambda c: ()) == ["search", "x", "--vault"]   # no value
+    # the fast path reads them where the full CLI does
+    assert parse_globals(["search", "x", "--color", "never", "--vault=V"]) == \
+        ({"--color": "never", "--vault": "V"}, ["x"])
+
+
+def test_usage_errors_are_one_line_naming_their_command(vault, index_dir, cli):
+    for args, command, says in [(("search", "tea", "--bogus"), "search", "No such option"),
+                                (("serch", "tea"), "vault-search", "No such command 'serch'"),
+                                (("search", "tea", "--mode", "nope"), "search", "Invalid value for '--mode'"),
+                                (("get", "Home.md:abc"), "get", "bad line range")]:
+        r = cli(*args)
+        assert r.code == 2 and r.out == "", r
+        line, = r.err.strip().splitlines()
+        assert line.startswith(f"error: vault-search {command}: " if command != "vault-search"
+                               else "error: vault-search: "), line
+        assert says in line and line.endswith("--help`)"), line

@@ -94,8 +94,11 @@ def test_budget_tokens_packs_whole_sections_within_the_budget(shared):
             for r in data["results"]:
                 lines = (vault / r["path"]).read_text().split("\n")
                 assert r["text"] == "\n".join(lines[r["start_line"] - 1:r["end_line"]])   # the file's own lines
+                # Not mid-sentence: a sentence ends, or a paragraph, a heading or a list item comes next
+                # (a passage trimmed to fit the budget ends so too).
                 assert r["text"].rstrip()[-1] in ".。!?！？)）`|*" or r["end_line"] >= len(lines) - 1 or \
-                    lines[r["end_line"]].strip() == "" or lines[r["end_line"]].startswith("#")   # not mid-sentence
+                    lines[r["end_line"]].strip() == "" or lines[r["end_line"]].startswith("#") or \
+                    (r["trimmed"] and lines[r["end_line"]].lstrip().startswith(("- ", "* ", "+ ", ">", "|")))
         spans = [(r["path"], r["start_line"], r["end_line"]) for r in data["results"]]
         assert not any(a[0] == b[0] and a[1] <= b[2] and b[1] <= a[2] for i, a in enumerate(spans)
                        for b in spans[i + 1:])

@@ -1,10 +1,12 @@
 """A context pack (``search --budget-tokens``) over a note of several MB: the
 note is read once per pack however many of its hits there are, a section far
 larger than the budget is refused without being counted whole, and what is
-packed is still the file's own lines. Real files and a real index; the token
-counter comes in through the real ``Embedder`` interface."""
+packed is still the file's own lines; and the best hit that does not fit is
+trimmed into the room left instead of left out. Real files and a real index;
+the token counter comes in through the real ``Embedder`` interface."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -98,3 +100,63 @@ def test_a_pack_reads_each_note_once_and_never_counts_a_huge_section_whole(big, 
     ledger.record("hostile input", "a context pack over a 7 MB note with 41 hits and a 3 MB section",
                   "the note read once per pack; a section far over the budget refused on its first lines")
 
+
+
+def test_a_pack_trims_the_best_hit_that_did_not_fit_into_the_room_left(tmp_path):
+    """Issue 37: a hit whose passage does not fit was left out whole (27 of
+    300 tokens used here); now the room left after the whole passages goes to
+    its first lines, cut at a paragraph's end, marked trimmed, in its rank's
+    place; a later hit that fits whole still comes whole."""
+    from click.testing import CliRunner
+
+    from vault_search.cli import main
+
+    vault = tmp_path / "v"
+    write(vault / "a.md", "# Alpha\n\nThe walrus, the walrus, the walrus sleeps on the ice.\n")
+    log = "".join(f"Line {i} of the log says the tide came in and went out again.\n" + ("\n" if i % 5 == 0 else "")
+                  for i in range(1, 41))
+    write(vault / "b.md", "# Beta\n\n## Sightings\n\nA walrus, a walrus, a walrus, a walrus, a walrus and another "
+                          "walrus were seen on the shore.\n\n" + log)
+    write(vault / "c.md", "# Gamma\n\nOne walrus.\n")
+    args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
+    assert CliRunner().invoke(main, [*args, "index", "--no-embed"]).exit_code == 0
+    plain = json.loads(CliRunner().invoke(main, [*args, "search", "walrus", "--json"]).stdout)
+    assert [(r["path"], r["start_line"], r["end_line"]) for r in plain["results"]] == [
+        ("a.md", 1, 3), ("b.md", 1, 23), ("c.md", 1, 3)]
+    assert all("trimmed" not in r for r in plain["results"])   # a pack's field only
+
+    data = json.loads(CliRunner().invoke(main, [*args, "search", "walrus", "--budget-tokens", "300", "--json"]).stdout)
+    got = {r["path"]: r for r in data["results"]}
+    assert [r["path"] for r in data["results"]] == ["a.md", "b.md", "c.md"]   # rank order kept
+    assert [r["trimmed"] for r in data["results"]] == [False, True, False]
+    beta = got["b.md"]
+    lines = (vault / "b.md").read_text().split("\n")
+    assert beta["start_line"] == 1 and 5 < beta["end_line"] < 23
+    assert beta["text"] == "\n".join(lines[:beta["end_line"]])   # the file's own whole lines
+    assert lines[beta["end_line"]] == "" and beta["text"].endswith("went out again.")   # a paragraph's end
+    assert data["tokens"] == sum(estimate_tokens(r["text"]) for r in data["results"]) and 250 < data["tokens"] <= 300
+    assert data["warnings"] == [f"trimmed to fit 300 tokens: b.md:1-{beta['end_line']} of 1-23"]
+    text = CliRunner().invoke(main, [*args, "search", "walrus", "--budget-tokens", "300"]).stdout
+    assert f"┌─ lines 1-{beta['end_line']}, trimmed to fit" in text and "278 of 300 tokens" in text
+
+
+def test_a_trimmed_passage_ends_a_sentence_or_a_block_and_is_never_a_heading_alone():
+    from vault_search.pack import trimmed_lines
+
+    def room(lines, n):   # the tokens of the first n lines
+        return estimate_tokens("\n".join(lines[:n]))
+
+    lines = ["## Part", "", "First paragraph, one line.", "", "Second paragraph,", "wrapped here.", "Third sentence",
+             "goes on and on."]
+    assert trimmed_lines(lines, 1000, estimate_tokens) == (8, room(lines, 8))   # everything fits: no cut
+    # Room for seven lines: line 7 ends no sentence, so the cut is after line 6; the paragraph's end
+    # (line 3) would keep under half of the seven.
+    assert trimmed_lines(lines, room(lines, 7), estimate_tokens) == (6, room(lines, 6))
+    # Room for five: the first paragraph's end keeps over half, and "Second paragraph," ends nothing.
+    assert trimmed_lines(lines, room(lines, 5), estimate_tokens)[0] == 3
+    # A list ends an item a line; a hard-wrapped sentence is never cut inside; a heading alone is no passage.
+    steps = ["## Steps", "- one", "- two", "- three"]
+    assert trimmed_lines(steps, room(steps, 3), estimate_tokens)[0] == 3
+    wrapped = ["## Part", "A sentence that is", "wrapped over", "three lines."]
+    assert trimmed_lines(wrapped, room(wrapped, 3), estimate_tokens) is None
+    assert trimmed_lines(lines, room(lines, 2), estimate_tokens) is None

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from indexer.embed import HashEmbedder
-from tests.conftest import CLI
+from tests.conftest import CLI, SAMPLE_VAULT, copy_tree
 from vault_search import Index
 
 OBSIDIAN = "app://obsidian.md"
@@ -110,3 +110,41 @@ def test_open_starts_a_server_once_and_then_finds_it(vault, index_dir):
         deadline = time.monotonic() + 20
         while (index_dir / "server.json").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def test_several_vaults_answer_the_page_by_name_with_one_explain(tmp_path):
+    """What the page reads with `serve --vault A --vault B`: each vault's name in
+    /status (the name ?vault= takes), and, for a search of every vault asked to
+    explain itself, the words each vault searched and each result's own ranks,
+    with no "explain is per vault" warning."""
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import SearchService
+
+    notes = copy_tree(SAMPLE_VAULT, tmp_path / "notes")
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / "kyoto.md").write_text("# Kyoto plan\nBook the tea ceremony in Gion.\n", encoding="utf-8")
+    services = [SearchService(v, tmp_path / f"i-{v.name}", watch=False, warm=False) for v in (notes, memory)]
+    httpd = VaultHTTPServer(services, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{httpd.server_port}"
+    try:
+        status = json.loads(call(f"{base}/status")[2])
+        assert [(s["vault_name"], s["vault"]) for s in status["vaults"]] == [("notes", str(notes)),
+                                                                            ("memory", str(memory))]
+        assert json.loads(call(f"{base}/status?vault=memory")[2])["vault_name"] == "memory"
+        code, _, body = call(f"{base}/search?q=the+tea+ceremony&mode=fts&explain=1")
+        answer = json.loads(body)
+        assert code == 200 and not any("explain" in w for w in answer["warnings"])
+        explain = answer["explain"]
+        assert explain["terms"] == ["tea", "ceremony"] and set(explain["vaults"]) == {"notes", "memory"}
+        assert [(r["vault"], r["path"]) for r in explain["ranks"]] == [(r["vault"], r["path"])
+                                                                       for r in answer["results"]]
+        for row in explain["ranks"]:
+            own = next(r for r in explain["vaults"][row["vault"]]["ranks"] if r["path"] == row["path"])
+            assert row["ranks"] == own["ranks"] and row["scores"] == own["scores"]
+        assert "explain" not in json.loads(call(f"{base}/search?q=tea+ceremony&mode=fts")[2])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        for service in services:
+            service.close()

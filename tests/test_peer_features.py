@@ -129,11 +129,17 @@ def test_multi_get_by_glob_folder_and_name_within_a_cap(shared):
     assert run(shared, "multi-get", "memory/[z-a]*").exit_code == 1
     assert [n["path"] for n in json.loads(run(shared, "multi-get", "memory/[0-9]*-0[!1].md", "--json")
                                           .output)["notes"]] == ["memory/2026-11-02.md"]
-    lines_cut = json.loads(run(shared, "multi-get", "Deep Work", "--max-lines", "2", "--json").output)["cut"]
-    assert lines_cut == [{"path": "Notes/Reading/Deep Work.md",
-                          "bytes": len((vault / "Notes/Reading/Deep Work.md").read_text().rstrip("\n").encode()),
-                          "reason": "cut at line 2 of " + str(len((vault / "Notes/Reading/Deep Work.md")
-                                                                   .read_text().splitlines())) + ": max_lines (2)"}]
+    # --max-lines counts the note's text, not its frontmatter (issue 37): Deep Work's 7 lines of it come whole.
+    deep_lines = (vault / "Notes/Reading/Deep Work.md").read_text().splitlines()
+    assert deep_lines[6] == "---" and deep_lines[7] == "# Deep Work"
+    lines_cut = json.loads(run(shared, "multi-get", "Deep Work", "--max-lines", "2", "--json").output)
+    assert lines_cut["cut"] == [{"path": "Notes/Reading/Deep Work.md",
+                                 "bytes": len((vault / "Notes/Reading/Deep Work.md").read_text().rstrip("\n").encode()),
+                                 "reason": f"cut at line 9 of {len(deep_lines)}: max_lines (2)"}]
+    assert lines_cut["notes"][0]["text"] == "\n".join(deep_lines[:9])
+    assert (lines_cut["notes"][0]["start_line"], lines_cut["notes"][0]["end_line"]) == (1, 9)
+    assert f"==> Notes/Reading/Deep Work.md:1-9 (of {len(deep_lines)} lines) <==" in run(
+        shared, "multi-get", "Deep Work", "--max-lines", "2").output
 
 
 def test_ls_lists_folders_with_counts_then_notes(shared):

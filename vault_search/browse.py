@@ -13,6 +13,7 @@ import time
 
 from indexer.config import VaultConfig
 from indexer.errors import NoteNotFoundError, UsageValueError, VaultSearchError
+from indexer.parse import split_frontmatter
 
 from .files import note_by_name, read_note
 from .results import CutNote, FolderEntry, FolderListing, NoteEntry, NoteText, NoteTexts, Timeline, TimelineEntry
@@ -176,12 +177,14 @@ def expand(conn: sqlite3.Connection, patterns: list[str]) -> list[str]:
 
 def multi_get(conn: sqlite3.Connection, config: VaultConfig, patterns: list[str],
               max_bytes: int = DEFAULT_MAX_BYTES, max_lines: int | None = None) -> NoteTexts:
-    """The notes ``patterns`` name (``expand``), whole or their first
-    ``max_lines`` lines, in the order named, within ``max_bytes`` (UTF-8, all
-    notes together): a note that does not fit in what is left is left out
-    (a later, smaller one may still fit), except the first, which is cut at a
-    line. ``cut`` lists each note left out or cut short with its whole size,
-    and each one gone since it was indexed."""
+    """The notes ``patterns`` name (``expand``), whole or their frontmatter
+    and the first ``max_lines`` lines after it (the frontmatter does not
+    count: it is the note's metadata, and a long one left a note cut short
+    with none of its text), in the order named, within ``max_bytes`` (UTF-8,
+    all notes together): a note that does not fit in what is left is left
+    out (a later, smaller one may still fit), except the first, which is cut
+    at a line. ``cut`` lists each note left out or cut short with its whole
+    size, and each one gone since it was indexed."""
     if max_bytes < 1 or (max_lines is not None and max_lines < 1):
         raise UsageValueError("max_bytes and max_lines must be 1 or more")
     result = NoteTexts(max_bytes=max_bytes)
@@ -193,9 +196,12 @@ def multi_get(conn: sqlite3.Connection, config: VaultConfig, patterns: list[str]
             continue
         full_size = len(whole.text.encode("utf-8", "surrogateescape"))
         note = whole
-        if max_lines is not None and max_lines < whole.end_line:
-            note = NoteText(whole.path, 1, max_lines, whole.total_lines,
-                            "\n".join(whole.text.split("\n")[:max_lines]))
+        last = None   # the last line --max-lines keeps
+        if max_lines is not None:
+            lines = whole.text.split("\n")
+            last = split_frontmatter(lines)[1] - 1 + max_lines
+            if last < whole.end_line:
+                note = NoteText(whole.path, 1, last, whole.total_lines, "\n".join(lines[:last]))
         size = len(note.text.encode("utf-8", "surrogateescape"))
         room = max_bytes - result.bytes
         if size > room:
@@ -208,7 +214,7 @@ def multi_get(conn: sqlite3.Connection, config: VaultConfig, patterns: list[str]
             why_cut = whole.warnings[0] if whole.warnings else "cut: over max_file_mb"
             result.cut.append(CutNote(path, full_size, why_cut))
         if note is not whole:
-            why = f"max_lines ({max_lines})" if note.end_line == max_lines and size <= room else \
+            why = f"max_lines ({max_lines})" if note.end_line == last and size <= room else \
                 f"max_bytes ({max_bytes})"
             result.cut.append(CutNote(path, full_size, f"cut at line {note.end_line} of {note.total_lines}: {why}"))
         result.notes.append(note)

@@ -25,6 +25,7 @@ import _socket
 import os
 import sys
 
+from .argv import GLOBAL_OPTIONS, hoist_globals, option_at
 from .resident import (
     ANSWER_TIMEOUT_S,
     CLIENT_HEADER,
@@ -40,7 +41,6 @@ CONNECT_TIMEOUT_S = 2.0   # a port that does not answer: the full CLI takes over
 MAX_ANSWER = 64 << 20
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-GLOBAL_OPTIONS = ("--vault", "--index-dir", "--color")
 
 
 def main() -> None:
@@ -55,11 +55,13 @@ def main() -> None:
 
 def parse_globals(argv: list[str]) -> tuple[dict, list[str]] | None:
     """(global options, the arguments after ``search``) of a ``search``
-    command line, else None."""
+    command line, else None. The global options may come after ``search``
+    too, as the full CLI takes them (``hoist_globals``)."""
+    argv = hoist_globals(argv, lambda command: ())
     globals_: dict = {}
     i = 0
     while i < len(argv) and argv[i] != "search":
-        name, value, i = _option(argv, i, GLOBAL_OPTIONS)
+        name, value, i = option_at(argv, i, GLOBAL_OPTIONS)
         if name is None or not value:
             return None
         globals_[name] = value
@@ -84,7 +86,7 @@ def parse(args: list[str], flags: dict) -> dict | None:
             words += args[i + 1:]
             break
         if arg.startswith("-") and arg != "-":
-            name, value, i = _option(args, i, flags)
+            name, value, i = option_at(args, i, flags)
             if name is None:
                 return None
             key, takes, repeatable, _ = flags[name]
@@ -104,28 +106,6 @@ def parse(args: list[str], flags: dict) -> dict | None:
     params["query"] = " ".join(words)
     params["render"] = fmt
     return params
-
-
-def _option(argv: list[str], i: int, known) -> tuple[str | None, str, int]:
-    """(option name, its value or "", index after it) of ``argv[i]``; name None
-    when it is not one of ``known`` or its value is missing."""
-    arg = argv[i]
-    if arg.startswith("--") and "=" in arg:
-        name, value = arg.split("=", 1)
-        return (name, value, i + 1) if name in known and _takes(known, name) else (None, "", i + 1)
-    if arg in known:
-        if not _takes(known, arg):
-            return arg, "", i + 1
-        if i + 1 >= len(argv):
-            return None, "", i + 1
-        return arg, argv[i + 1], i + 2
-    if len(arg) > 2 and arg[1] != "-" and arg[:2] in known and _takes(known, arg[:2]):   # -n5
-        return arg[:2], arg[2:], i + 1
-    return None, "", i + 1
-
-
-def _takes(known, name: str) -> bool:
-    return bool(known[name][1]) if isinstance(known, dict) else True
 
 
 def _checked(params: dict, flags: dict) -> bool:

@@ -193,7 +193,8 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
                 "(Projects/), paths or names; one string or a list."))],
             max_bytes: Annotated[int | None, Field(description="Stop at this many bytes in all (default 100000).",
                                                    json_schema_extra={"minimum": 1})] = None,
-            max_lines: Annotated[int | None, Field(description="At most this many lines of each note.",
+            max_lines: Annotated[int | None, Field(description="At most this many lines of each note's text "
+                                                   "(its frontmatter comes whole and does not count).",
                                                    json_schema_extra={"minimum": 1})] = None,
             vault: VaultParam = None) -> dict[str, Any]:
         """Read several notes at once, in the order named (a glob's in path order), until max_bytes is

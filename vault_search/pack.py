@@ -9,7 +9,10 @@ overlap one already packed (two hits in one section) are left out. Tokens are
 counted with the embedding model's tokenizer (``token_counter``), else with
 ``indexer.chunk.estimate_tokens``, a deliberately pessimistic estimate; the
 total never exceeds the budget: a passage that does not fit is left out and a
-later, smaller one may still fit. Each note is read (and checked against the
+later, smaller one may still fit. Then the room still left goes to the best
+hit left out: its chunk's first whole lines that fit, up to the end of a
+sentence or a block (a paragraph's when that keeps at least half of them),
+marked ``trimmed``, in its rank's place (``trimmed_lines``). Each note is read (and checked against the
 index) once per pack, and a passage far larger than the room left is refused
 from its first lines (``tokens_within``): a 9.5 MB section took 1.1 s to
 count whole, for a budget of a few hundred tokens.
@@ -17,6 +20,7 @@ count whole, for a budget of a few hundred tokens.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ from indexer.chunk import estimate_tokens
 from indexer.errors import VaultSearchError
 
 from .results import SearchResult
+from .snippet import has_words
 
 if TYPE_CHECKING:
     from .reader import Reader
@@ -38,6 +43,15 @@ MIN_ROOM = 8            # tokens left below which no passage can fit
 # (else counted whole). Tokens average 3-5 characters (e5-xlmr: 136,000
 # characters of English, 26,000 tokens), so such a passage seldom fits.
 PROBE_CHARS_PER_TOKEN = 16
+# A trimmed passage ends where a sentence or a block does, never inside a
+# hard-wrapped sentence: before a blank line, before a line that starts a
+# block (a heading, a list item, a quote, a table row, a fence), or after a
+# line that closes a sentence. It ends at a paragraph's end (a blank line
+# after it) rather than at another such line when that keeps at least
+# PARAGRAPH_SHARE of the lines that fit.
+PARAGRAPH_SHARE = 0.5
+BLOCK_START_RE = re.compile(r"\s*(?:#{1,6}(?:\s|$)|[-*+]\s|\d{1,9}[.)]\s|>|\||```|~~~)")
+SENTENCE_END = tuple(".。!?！？…:：;；)）」』”\"'`|*")
 
 
 @dataclass
@@ -47,6 +61,7 @@ class Pack:
     counter: str
     left_out: int        # hits whose passage did not fit
     changed: list[str]   # notes edited since they were indexed: their lines may have moved, so left out
+    trimmed: str | None = None   # the passage trimmed to fit, "path:start-end of start-END" (END: its chunk's)
 
 
 def note_bytes(reader: Reader, path: str) -> bytes:
@@ -103,16 +118,18 @@ def note_chunks(conn: sqlite3.Connection, path: str) -> list[tuple[str, int, int
 
 
 def section(rows: list[tuple[str, int, int]], start: int, end: int) -> tuple[int, int]:
-    """The lines of the section around a chunk: the run of the note's chunks
-    (``note_chunks``) that share its heading."""
+    """The lines of the section around a hit: the run of the note's chunks
+    (``note_chunks``) that share the heading of the chunk at its first line,
+    through the run that shares the heading of the chunk at its last (a
+    stub's hit runs into the chunk after it: search/rows.py)."""
     at = next((i for i, (_, s, e) in enumerate(rows) if s <= start <= e), None)
     if at is None:
         return start, end
-    heading = rows[at][0]
-    first = last = at
-    while first > 0 and rows[first - 1][0] == heading:
+    to = max((i for i, (_, s, _) in enumerate(rows) if s <= end), default=at)
+    first, last = at, max(at, to)
+    while first > 0 and rows[first - 1][0] == rows[at][0]:
         first -= 1
-    while last + 1 < len(rows) and rows[last + 1][0] == heading:
+    while last + 1 < len(rows) and rows[last + 1][0] == rows[last][0]:
         last += 1
     return min(rows[first][1], start), max(rows[last][2], end)
 
@@ -131,10 +148,35 @@ def tokens_within(lines: list[str], room: int, count: Callable[[str], int]) -> i
     return tokens if tokens <= room else None
 
 
+def trimmed_lines(lines: list[str], room: int, count: Callable[[str], int]) -> tuple[int, int] | None:
+    """(how many of ``lines`` to keep, their tokens): the most whole lines
+    from the first that fit in ``room`` tokens and end a sentence or a block,
+    cut back to a paragraph's end when that keeps ``PARAGRAPH_SHARE`` of them
+    (see ``PARAGRAPH_SHARE``); None when no such lines say anything past a
+    heading (a heading alone is no passage)."""
+    low, high = 0, len(lines)   # lines[:low] fit; lines[:high + 1] do not
+    while low < high:
+        mid = (low + high + 1) // 2
+        if tokens_within(lines[:mid], room, count) is None:
+            high = mid - 1
+        else:
+            low = mid
+    if low == len(lines):
+        return low, count("\n".join(lines))
+    paragraphs = [k for k in range(1, low + 1) if not lines[k].strip() and lines[k - 1].strip()]
+    ends = [k for k in range(1, low + 1) if lines[k - 1].strip() and (
+        not lines[k].strip() or BLOCK_START_RE.match(lines[k]) or lines[k - 1].rstrip().endswith(SENTENCE_END))]
+    for keep in ([paragraphs[-1]] if paragraphs and paragraphs[-1] >= PARAGRAPH_SHARE * low else []) + ends[::-1]:
+        if has_words("\n".join(lines[:keep])):
+            return keep, count("\n".join(lines[:keep]))
+    return None
+
+
 def pack(reader: Reader, results: list[SearchResult], budget: int) -> Pack:
     """The hits' passages within ``budget`` tokens, in rank order (see the module)."""
     name, count = counter(reader)
-    packed: list[SearchResult] = []
+    packed: list[tuple[int, SearchResult]] = []   # (rank, hit)
+    misfits: list[tuple[int, SearchResult]] = []  # hits left out for their size, the trimmed passage's candidates
     spans: dict[str, list[tuple[int, int]]] = {}
     used = left_out = 0
     changed: list[str] = []
@@ -142,7 +184,7 @@ def pack(reader: Reader, results: list[SearchResult], budget: int) -> Pack:
     # many hits share them.
     notes: dict[str, list[str] | None] = {}
     chunks: dict[str, list[tuple[str, int, int]]] = {}
-    for r in results:
+    for rank, r in enumerate(results):
         if budget - used < MIN_ROOM:
             left_out += 1
             continue
@@ -166,11 +208,42 @@ def pack(reader: Reader, results: list[SearchResult], budget: int) -> Pack:
                 choice = (start, end, tokens)
                 break
         if not isinstance(choice, tuple):
-            left_out += choice != "overlap"
+            if choice != "overlap":
+                left_out += 1
+                misfits.append((rank, r))
             continue
         start, end, tokens = choice
-        r.start_line, r.end_line, r.text = start, end, "\n".join(lines[start - 1:end])
+        r.start_line, r.end_line, r.text, r.trimmed = start, end, "\n".join(lines[start - 1:end]), False
         spans.setdefault(r.path, []).append((start, end))
-        packed.append(r)
+        packed.append((rank, r))
         used += tokens
-    return Pack(packed, used, name, left_out, changed)
+    trimmed = trim_one(misfits, notes, spans, budget - used, count) if budget - used >= MIN_ROOM else None
+    if trimmed:
+        packed.append(trimmed[:2])
+        used += trimmed[2]
+        left_out -= 1
+    return Pack([r for _, r in sorted(packed, key=lambda p: p[0])], used, name, left_out, changed,
+                trimmed[3] if trimmed else None)
+
+
+def trim_one(misfits: list[tuple[int, SearchResult]], notes: dict[str, list[str] | None],
+             spans: dict[str, list[tuple[int, int]]], room: int,
+             count: Callable[[str], int]) -> tuple[int, SearchResult, int, str] | None:
+    """The best hit left out for its size (``misfits``, in rank order) whose
+    chunk's first lines fit in ``room`` (``trimmed_lines``), trimmed to them:
+    (its rank, the hit, its tokens, "path:start-end of start-END"); None when
+    none does."""
+    for rank, r in misfits:
+        lines = notes[r.path]
+        assert lines is not None   # a note that changed was never tried
+        if any(s <= r.end_line and r.start_line <= e for s, e in spans.get(r.path, ())):
+            continue   # a passage packed after it took its lines
+        cut = trimmed_lines(lines[r.start_line - 1:r.end_line], room, count)
+        if cut is None:
+            continue
+        keep, tokens = cut
+        where = f"{r.path}:{r.start_line}-{r.start_line + keep - 1} of {r.start_line}-{r.end_line}"
+        r.end_line = r.start_line + keep - 1
+        r.text, r.trimmed = "\n".join(lines[r.start_line - 1:r.end_line]), True
+        return rank, r, tokens, where
+    return None

@@ -89,6 +89,7 @@ def render_search(response: SearchResponse) -> str:
             lines.append("    " + click.style(printable(" ".join("#" + t for t in r.tags[:8])), fg="magenta"))
         if r.text is not None:
             label = f"lines {r.start_line}-{r.end_line}" if response.tokens is not None else "the whole note"
+            label += ", trimmed to fit" if r.trimmed else ""
             lines.append(click.style(f"    ┌─ {label}", dim=True))
             lines.extend("    │ " + printable(line, keep="\t") for line in r.text.split("\n"))
             lines.append(click.style("    └─", dim=True))

@@ -51,6 +51,9 @@ class SearchResult:
     relevance: float | None = None
     # The note's whole text, when asked for (in the JSON only when set).
     text: str | None = None
+    # In a context pack (in the JSON only then): true when ``text`` is the
+    # first lines of the hit's passage, cut to fit the budget (pack.py).
+    trimmed: bool | None = None
     # From a server of several vaults: the vault's name (in the JSON only when set).
     vault: str | None = None
 
@@ -160,7 +163,7 @@ class SearchResponse:
         if self.tokens is None:
             del data["tokens"], data["token_budget"], data["token_counter"]
         for result in data["results"]:
-            for key in ("text", "vault"):
+            for key in ("text", "trimmed", "vault"):
                 if result[key] is None:
                     del result[key]
         if self.explain is not None:

@@ -18,6 +18,13 @@ MAX_MATCHES = 400
 _SUFFIXES = ("ies", "ing", "ed", "es", "ly", "er", "s")
 _WS_RE = re.compile(r"\s+")
 _BOUNDARY_RE = re.compile(r"[\s。，、；：！？,;:]+")
+# A stub is a chunk with no word at all past its heading line, its tags and
+# markup (``has_words``): a note's "# Title" and tag line (38 of the 118
+# opening chunks of the Tasks docs), a heading over a picture alone. No word,
+# not "a few": on the two shared vaults the chunks with the fewest words that
+# are not stubs are answers and pointers ("Currently, no.", "See priority.",
+# "See About Editing."), so any higher floor would hide text a reader asked for.
+WORD_RE = re.compile(r"[^\W_]")   # a letter or digit, of any script
 
 
 def _prefixes(term: str) -> set[str]:
@@ -126,3 +133,16 @@ def _clip(text: str, start: int, width: int) -> str:
 
 def highlight_spans(snippet: str, terms: list[str]) -> list[tuple[int, int]]:
     return [(s, e) for s, e, _ in find_terms(snippet, terms)]
+
+
+def has_words(text: str) -> bool:
+    """Whether a chunk's text says anything past its heading line, its tags
+    and its markup, as the reading view shows it (``WORD_RE``: else a stub)."""
+    # Here, not at the top: the thin client renders with this module and never parses a note.
+    from indexer.parse import HEADING_RE, INLINE_TAG_RE
+    from indexer.plain import reading_text
+
+    first, _, rest = text.partition("\n")
+    if HEADING_RE.match(first):
+        text = rest
+    return bool(WORD_RE.search(INLINE_TAG_RE.sub(" ", reading_text(text))))

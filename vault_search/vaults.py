@@ -5,8 +5,11 @@ routes a request to the vault it names (by name or path) and, for a search
 that names none, asks every vault and merges the lists by ``relevance`` (the
 one score that means the same across queries and indexes; README
 "Relevance"), keeping each vault's own order among equals. With more than one
-vault every result names its vault (``vault``). A single vault is a set of
-one: the answers are exactly those of its service. The whole notes a
+vault every result names its vault (``vault``), and so does every status
+(``vault_name``: the short name a request names a vault by; the search page
+puts it in its address). A merged search asked to explain itself explains
+each result by its own vault's trace (``VaultsExplain``). A single vault is a
+set of one: the answers are exactly those of its service. The whole notes a
 resident face's answer carries (``full``) stop at MAX_FULL_TEXT_BYTES
 (``cap_full_texts``).
 """
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
 from indexer.errors import UsageValueError
 
 from .options import SearchOptions
 from .results import (
+    Explain,
+    ExplainRank,
     FolderListing,
     IndexStatus,
     NoteLinks,
@@ -48,6 +53,35 @@ MAX_FULL_TEXT_BYTES = 4 << 20
 
 class WrongVaultError(UsageValueError):
     """A request named a vault this server does not serve (HTTP 409)."""
+
+
+@dataclass
+class VaultStatus(IndexStatus):
+    """A served vault's status with the name requests know it by (``vault``
+    is its folder)."""
+    vault_name: str = ""
+
+
+@dataclass
+class VaultRank(ExplainRank):
+    """An explained result of a merged search, with the vault whose trace it is."""
+    vault: str = ""
+
+
+@dataclass
+class VaultsExplain(Explain):
+    """``explain`` of a search over several vaults. Each vault ran its own
+    search (its own words, lists and weights), so ``vaults`` holds each one's
+    explain whole, and ``ranks`` each merged result's own row, in the merged
+    order, naming its vault. The fields above them hold what the vaults agree
+    on, or the union of what they searched for: ``terms``, and ``fts_match``
+    and ``translated_match`` as one OR of the vaults' own; a setting on which
+    they differ (weights, k, coverage) is left empty there, and so are the
+    name matches (paths of different vaults): read them per vault."""
+    vaults: dict[str, Explain] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "vaults": {name: e.to_dict() for name, e in self.vaults.items()}}
 
 
 class VaultSet:
@@ -124,15 +158,21 @@ class VaultSet:
     def tags(self, limit: int | None = None, vault: str | None = None) -> TagCounts:
         return self.pick(vault).tags(limit)
 
-    def status(self, vault: str | None = None) -> IndexStatus | list[IndexStatus]:
+    def status(self, vault: str | None = None) -> VaultStatus | list[VaultStatus]:
         """One vault's status, or (several served, none named) each vault's."""
         if vault is None and self.several:
-            return [s.status() for s in self.services]
-        return self.pick(vault).status()
+            return [named_status(s) for s in self.services]
+        return named_status(self.pick(vault))
 
     def close(self) -> None:
         for service in self.services:
             service.close()
+
+
+def named_status(service: SearchService) -> VaultStatus:
+    status = service.status()
+    return VaultStatus(**{f.name: getattr(status, f.name) for f in fields(status)},
+                       vault_name=service.config.vault_name)
 
 
 def within_budget(response: SearchResponse, service: SearchService, budget: int) -> None:
@@ -178,11 +218,39 @@ def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float)
     modes = [a.mode for _, a in answers]
     mode = max(set(modes), key=modes.count)
     warnings += [f"{name}: searched in {a.mode} mode (not {mode})" for name, a in answers if a.mode != mode]
-    if any(a.explain for _, a in answers):
-        warnings.append("explain is per vault: name one vault to see how its list was ranked")
     first = answers[0][1]
     return replace(first, mode=mode, took_ms=round(took_ms, 2), warnings=warnings, results=kept,
-                   explain=None, terms=sorted({t for _, a in answers for t in a.terms}))
+                   explain=merged_explain(answers, kept),
+                   terms=list(dict.fromkeys(t for _, a in answers for t in a.terms)))
+
+
+def merged_explain(answers: list[tuple[str, SearchResponse]], kept: list[SearchResult]) -> VaultsExplain | None:
+    """The vaults' explains as one (``VaultsExplain``); None when none was asked for."""
+    explains = {name: a.explain for name, a in answers if a.explain is not None}
+    if not explains:
+        return None
+    every = list(explains.values())
+
+    def agreed(name: str, empty):
+        values = [getattr(e, name) for e in every]
+        return values[0] if all(v == values[0] for v in values) else empty
+
+    def either(name: str) -> str | None:
+        """The vaults' MATCH expressions as one OR (each in parentheses: it may hold more than ORs)."""
+        matches = list(dict.fromkeys(m for e in every if (m := getattr(e, name))))
+        return matches[0] if len(matches) == 1 else " OR ".join(f"({m})" for m in matches) or None
+
+    rows = {(name, r.path): r for name, e in explains.items() for r in e.ranks}
+    ranks: list[ExplainRank] = [VaultRank(**{f.name: getattr(row, f.name) for f in fields(row)}, vault=r.vault or "")
+                                for r in kept if (row := rows.get((r.vault or "", r.path))) is not None]
+    return VaultsExplain(
+        fts_match=either("fts_match") or "", terms=list(dict.fromkeys(t for e in every for t in e.terms)),
+        filters=agreed("filters", None), rrf_k=agreed("rrf_k", None), weights=agreed("weights", {}),
+        term_coverage=agreed("term_coverage", None), ranks=ranks,
+        name_matches={}, translated_match=either("translated_match"), translated_text=agreed("translated_text", None),
+        proximity_match=either("proximity_match"), foreign_query=agreed("foreign_query", False),
+        notes_han_share=agreed("notes_han_share", None), untranslated_coverage=agreed("untranslated_coverage", None),
+        boost_settings=agreed("boost_settings", {}), vaults=explains)
 
 
 def cap_full_texts(response: SearchResponse, limit: int = MAX_FULL_TEXT_BYTES) -> None:

@@ -2,7 +2,10 @@
 
 8. rows     ``result_rows``: each note's chunk (``ChunkRow``) as a
             ``SearchResult``, with its snippet and scores (``Ranked``: a
-            result and how it was ranked).
+            result and how it was ranked). A stub (a chunk with no word
+            past its heading line and tags: a note's ``# Title`` and tag
+            line) is shown stretched to the first chunk after it that has
+            words (``with_content``).
 9. rerank   ``rerank``: an LLM judges the head (``--rerank``), outside the
             snapshot since it may take seconds (the judge's view of the head,
             ``rerank_candidates``, is read inside); any failure keeps the
@@ -27,7 +30,7 @@ from indexer.plain import reading_text
 from ..filters import Staleness
 from ..fusion import Fused
 from ..results import Scores, SearchResult
-from ..snippet import make_snippet
+from ..snippet import has_words, make_snippet
 
 if TYPE_CHECKING:
     from ..reader import Reader
@@ -36,6 +39,11 @@ if TYPE_CHECKING:
 
 RELATED_FROM = 3     # --related follows the links of this many top hits
 RELATED_LIMIT = 5    # ... and adds at most this many notes
+# A stub (``snippet.has_words``: no word past its heading line and tags) is
+# shown stretched to the first chunk after it with words (``with_content``);
+# searching, not chunking, reads stubs so: a rule in the chunker would change
+# every chunk's hash and re-embed every index.
+CONTENT_AHEAD = 8    # chunks looked at past a stub for one with words (stubs seldom come in runs)
 
 
 @dataclass(frozen=True)
@@ -50,12 +58,15 @@ class ChunkRow:
     text: str
     stale: bool
     date: str | None     # the daily-log entry's time, else the note's date
+    stub: bool = False   # no word past its heading and tags, and none after it to show (``with_content``)
 
     def result(self, terms: list[str], vault_name: str, score: float, scores: Scores, **extra: Any) -> SearchResult:
-        """This chunk as a result: its snippet shows ``terms``."""
+        """This chunk as a result: its snippet shows ``terms``; a stub's is
+        empty (its tags were its only text, and a result shows them already)."""
+        snippet = "" if self.stub else make_snippet(reading_text(without_heading_line(self.text)), terms)
         return SearchResult(
             path=self.path, title=self.title, heading=self.heading, start_line=self.start_line,
-            end_line=self.end_line, snippet=make_snippet(reading_text(without_heading_line(self.text)), terms),
+            end_line=self.end_line, snippet=snippet,
             score=score, scores=scores, tags=json.loads(self.tags), stale=bool(self.stale),
             uri=obsidian_uri(vault_name, self.path), date=self.date, **extra)
 
@@ -87,15 +98,38 @@ class Page:
 
 
 def chunk_rows(conn: sqlite3.Connection, config: VaultConfig, ids: list[int]) -> dict[int, ChunkRow]:
-    """chunk id -> its ``ChunkRow``."""
+    """chunk id -> its ``ChunkRow``: a stub's stretched to the content after it (``with_content``)."""
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
     stale_sql, stale_params = Staleness.from_config(config).sql()
-    return {r[0]: ChunkRow(*r[1:]) for r in conn.execute(
+    rows = {r[0]: ChunkRow(*r[1:]) for r in conn.execute(
         f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text,
                    coalesce({stale_sql}, 0), coalesce(c.at, n.date)
             FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", [*stale_params, *ids])}
+    return {chunk_id: row if has_words(row.text) else with_content(conn, chunk_id, row)
+            for chunk_id, row in rows.items()}
+
+
+def with_content(conn: sqlite3.Connection, chunk_id: int, row: ChunkRow) -> ChunkRow:
+    """A stub's row (``has_words``) stretched to the first chunk after it with
+    words: lines from the stub's first (the heading, the matched title) to
+    that chunk's last, that chunk's heading and snippet. Only within the
+    stub's section (its heading's sub-headings), or the whole note for its
+    first chunk (which stands for the note: a name match, ``--related``), and
+    never into another daily-log entry (which has its own date). A stub with
+    no such chunk is kept, marked ``stub``."""
+    note_id, seq, at, first = conn.execute(
+        "SELECT note_id, seq, at, seq = (SELECT min(seq) FROM chunks WHERE note_id = c.note_id) "
+        "FROM chunks c WHERE id = ?", (chunk_id,)).fetchone()
+    for heading, end_line, text, its_at in conn.execute(
+            "SELECT heading, end_line, text, at FROM chunks WHERE note_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (note_id, seq, CONTENT_AHEAD)):
+        if its_at != at or not (first or heading == row.heading or heading.startswith(row.heading + " > ")):
+            break
+        if has_words(text):
+            return replace(row, heading=heading, end_line=max(end_line, row.end_line), text=text)
+    return replace(row, stub=True)
 
 
 def result_rows(reader: Reader, plan: QueryPlan, fused: list[Fused]) -> list[Ranked]:
@@ -203,6 +237,8 @@ def make_page(reader: Reader, plan: QueryPlan, rows: list[Ranked]) -> Page:
                                                                             packed.counter)
         if packed.left_out:
             page.warnings.append(f"{packed.left_out} more hits did not fit in {budget} tokens")
+        if packed.trimmed:
+            page.warnings.append(f"trimmed to fit {budget} tokens: {packed.trimmed}")
         if packed.changed:
             page.warnings.append(f"left out, edited since they were indexed (run `vault-search index`): "
                                  f"{', '.join(packed.changed[:3])}")

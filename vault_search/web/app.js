@@ -13,42 +13,68 @@
   const results = $("results"), preview = $("preview"), statusLine = $("status");
 
   let timer = 0, seq = 0, inflight = null, composing = false, previewSeq = 0, previewTimer = 0;
-  let hits = [], selected = -1, terms = [];
+  let hits = [], selected = -1, terms = new Map();   // terms: the words to mark, by vault (termsOf)
+  // The vault searched: its short name as the server names it ("" : all
+  // vaults, or the only one). ``vaults``: each served vault ({name, path,
+  // model}) once the first status has come, when there are several.
+  let vault = "", vaults = [];
+  let vaultsKnown;
+  const knowVaults = new Promise((ok) => { vaultsKnown = ok; });
 
   // -- state in the URL ------------------------------------------------------
+  // Each search a user settles on is a history entry (back and forward walk
+  // them, reload shows the same one); the keystrokes of one query replace
+  // their entry instead of adding one each.
+  const SETTLE_MS = 1500;
+  let lastUrlWrite = 0;
+
   function readUrl() {
     const p = new URLSearchParams(location.search);
     q.value = p.get("q") || "";
     mode.value = ["hybrid", "fts", "vector"].includes(p.get("mode")) ? p.get("mode") : "";
     for (const [k, el] of Object.entries(filters)) el.value = p.get(k) || "";
     compare.checked = p.get("view") === "compare";
-    wantedVault = p.get("vault") || "";
+    vault = vaultName(p.get("vault") || "");
+    showVault();
     if (Object.values(filters).some((el) => el.value)) $("filters").open = true;
   }
 
-  function writeUrl() {
+  function writeUrl(push) {
     const p = new URLSearchParams();
     if (q.value) p.set("q", q.value);
     if (mode.value) p.set("mode", mode.value);
     for (const [k, el] of Object.entries(filters)) if (el.value.trim()) p.set(k, el.value.trim());
     if (compare.checked) p.set("view", "compare");
-    if (vaultBox.value) p.set("vault", vaultBox.value);
+    if (vault) p.set("vault", vault);
     const url = p.toString() ? `/?${p}` : "/";
-    if (url !== location.pathname + location.search) history.replaceState(null, "", url);
+    if (url === location.pathname + location.search) return;
+    if (push) history.pushState(null, "", url);
+    else history.replaceState(null, "", url);
+    lastUrlWrite = Date.now();
+  }
+
+  function vaultName(value) {
+    // An address from before vaults had names in it (a folder): the vault's name.
+    const known = vaults.find((v) => v.name === value || v.path === value);
+    return known ? known.name : value;
+  }
+
+  function showVault() {
+    if (vaults.length) vaultBox.value = vaults.some((v) => v.name === vault) ? vault : "";
   }
 
   // -- requests --------------------------------------------------------------
-  let wantedVault = "";
-
-  function withVault(p, vault) {
-    const v = vault === undefined ? vaultBox.value : vault;
+  function withVault(p, name) {
+    const v = name === undefined ? vault : name;
     if (v) p.set("vault", v);
     return p;
   }
 
-  function params(extra) {
-    // log=0: searches as you type are not what the query log is for (log_queries)
-    const p = withVault(new URLSearchParams({ q: q.value, limit: String(LIMIT), explain: "1", log: "0", ...extra }));
+  function params(extra, name) {
+    // log=0: searches as you type are not what the query log is for (log_queries);
+    // explain=1: the words each list matched, which the page highlights.
+    const p = withVault(new URLSearchParams({ q: q.value, limit: String(LIMIT), explain: "1", log: "0", ...extra }),
+                        name);
     for (const [k, el] of Object.entries(filters)) if (el.value.trim()) p.set(k, el.value.trim());
     return p;
   }
@@ -67,11 +93,16 @@
   function schedule() {
     if (composing) return;   // a half-typed word of an input method is no query yet
     clearTimeout(timer);
-    timer = setTimeout(run, DEBOUNCE_MS);
+    timer = setTimeout(() => run("type"), DEBOUNCE_MS);
   }
 
-  async function run() {
-    writeUrl();
+  // how: "type" (a query being typed: a new history entry once the last one
+  // has settled), "control" (a menu, a box, Enter: a new entry), "load" and
+  // "back" (the address is already this state).
+  async function run(how) {
+    if (how === "type") writeUrl(Date.now() - lastUrlWrite > SETTLE_MS);
+    else if (how === "control") writeUrl(true);
+    else writeUrl(false);
     const mine = ++seq;
     if (inflight) inflight.abort();
     inflight = new AbortController();
@@ -80,16 +111,23 @@
       render(mine, query, null);
       return;
     }
+    const extra = mode.value ? { mode: mode.value } : {};
     try {
       if (compare.checked) {
-        const [kw, vec, fused] = await Promise.all([
-          getJson("/search", params({ mode: "fts" }), inflight.signal),
-          getJson("/search", params({ mode: "vector" }), inflight.signal).catch((e) => ({ error: e.message, results: [] })),
-          getJson("/search", params(mode.value ? { mode: mode.value } : {}), inflight.signal),
-        ]);
-        if (mine === seq) renderCompare(query, kw, vec, fused);
+        // Side by side is each vault's own: its lists, its weights, its model's
+        // cosines. With several vaults and none chosen, one panel per vault.
+        const signal = inflight.signal;
+        const served = await knowVaults;   // (and an old address's folder made a name)
+        if (mine !== seq) return;
+        const names = vault ? [vault] : served.map((v) => v.name);
+        const answers = await Promise.all((names.length ? names : [""]).map((name) =>
+          getJson("/search", params(extra, name), signal).catch((e) => {
+            if (e.name === "AbortError") throw e;
+            return { error: e.message, results: [], warnings: [] };
+          })));
+        if (mine === seq) renderCompare(query, names, answers);
       } else {
-        const data = await getJson("/search", params(mode.value ? { mode: mode.value } : {}), inflight.signal);
+        const data = await getJson("/search", params(extra), inflight.signal);
         render(mine, query, data);
       }
     } catch (err) {
@@ -107,20 +145,109 @@
     return node;
   }
 
+  // -- highlighting: the words the server matched ----------------------------
+  // Function words of one or two letters the server searches only when a
+  // query has nothing else ("how to"); marked, they would light up most lines.
+  const SHORT_FUNCTION_WORDS = new Set(
+    "a i s t d m an am as at be by do he if in is it me my of on or so to up we ll re ve".split(" "));
+  // Scripts written without spaces: a word is found inside a run of them.
+  const SPACELESS = new RegExp("[\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\\p{Script=Thai}"
+                               + "\\p{Script=Lao}\\p{Script=Khmer}\\p{Script=Myanmar}]", "u");
+  const WORD_CHAR = "[\\p{Script=Latin}\\p{Script=Greek}\\p{Script=Cyrillic}\\p{N}]";
+  // Other endings of an English word, which the index's stemmer merges with it
+  // (statuses, sorting, added); a consonant may double before them (recurring).
+  const ENDINGS = "(?:[a-z]?(?:s|es|ed|d|ing|er|ers|ly|ies|ied|y|e|ion|ions))?";
+
+  function fold(text) {
+    // Case, width and accents folded as the index folds them, with each folded
+    // unit's place in the raw text.
+    let out = "";
+    const from = [], to = [];
+    for (let i = 0; i < text.length;) {
+      const ch = String.fromCodePoint(text.codePointAt(i));
+      const f = ch.normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase() || ch;
+      out += f;
+      for (let k = 0; k < f.length; k++) { from.push(i); to.push(i + ch.length); }
+      i += ch.length;
+    }
+    return { text: out, from, to };
+  }
+
+  function quoted(match) {
+    // The words of an FTS5 MATCH expression: each is a "quoted" string.
+    return match ? [...match.matchAll(/"((?:[^"]|"")*)"/g)].map((m) => m[1].replace(/""/g, '"')) : [];
+  }
+
+  function termsOf(data) {
+    // Each vault's own words (it segmented and translated the query itself),
+    // by its name; "" : the answer's, all vaults' together.
+    const out = new Map([["", matchedTerms([data])]]);
+    const each = data && data.explain && data.explain.vaults;
+    if (each) for (const [name, e] of Object.entries(each)) out.set(name, matchedTerms([{ explain: e }]));
+    return out;
+  }
+
+  function matchedTerms(answers) {
+    // The query's words as the server segmented and searched them, and the
+    // words a question in the other language was translated to.
+    const words = [];
+    for (const data of answers) {
+      const e = data && data.explain;
+      if (!e) continue;
+      words.push(...e.terms, ...quoted(e.translated_match));
+    }
+    return [...new Set(words.map((w) => fold(w).text.trim()))]
+      .filter((w) => w && !SHORT_FUNCTION_WORDS.has(w));
+  }
+
+  function stems(word) {
+    // As snippet.py: shorter forms that cover what a stemmer merges.
+    const out = new Set([word]);
+    for (const suffix of ["ies", "ing", "ed", "es", "ly", "er", "s"]) {
+      if (word.endsWith(suffix) && word.length - suffix.length >= 3) {
+        const stem = word.slice(0, -suffix.length);
+        out.add(stem);
+        if (stem.length > 3 && stem.at(-1) === stem.at(-2)) out.add(stem.slice(0, -1));
+        if (suffix === "ies") out.add(stem + "y");
+        break;
+      }
+    }
+    if (word.length >= 5 && "ey".includes(word.at(-1))) out.add(word.slice(0, -1));
+    return out;
+  }
+
+  function termPattern(words) {
+    const escape = (w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const alts = [];
+    for (const word of words) {
+      if (SPACELESS.test(word)) alts.push(escape(word));
+      else if (/^[a-z]+$/.test(word)) {
+        for (const stem of stems(word)) alts.push(`(?<!${WORD_CHAR})${escape(stem)}${ENDINGS}(?!${WORD_CHAR})`);
+      } else alts.push(`(?<!${WORD_CHAR})${escape(word)}(?!${WORD_CHAR})`);
+    }
+    if (!alts.length) return null;
+    alts.sort((a, b) => b.length - a.length);
+    return new RegExp(alts.join("|"), "gu");
+  }
+
+  const patterns = new WeakMap();   // words -> their pattern, built once per answer
+
   function highlighted(text, words) {
     const frag = document.createDocumentFragment();
-    const usable = words.filter((w) => w && w.length > 0).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-    if (!usable.length) {
+    if (!patterns.has(words)) patterns.set(words, termPattern(words));
+    const pattern = patterns.get(words);
+    if (!pattern) {
       frag.append(text);
       return frag;
     }
-    usable.sort((a, b) => b.length - a.length);
-    const re = new RegExp(usable.join("|"), "giu");
+    const folded = fold(text);
     let last = 0;
-    for (const m of text.matchAll(re)) {
+    for (const m of folded.text.matchAll(pattern)) {
       if (!m[0]) continue;
-      frag.append(text.slice(last, m.index), el("mark", null, m[0]));
-      last = m.index + m[0].length;
+      const start = folded.from[m.index], end = folded.to[m.index + m[0].length - 1];
+      if (start < last) continue;
+      frag.append(text.slice(last, start), el("mark", null, text.slice(start, end)));
+      last = end;
     }
     frag.append(text.slice(last));
     return frag;
@@ -129,7 +256,7 @@
   function render(mine, query, data) {
     if (mine !== seq) return;            // an older query's answer: results for the last query only
     hits = data ? data.results : [];
-    terms = data && data.explain ? data.explain.terms : query.split(/\s+/);
+    terms = termsOf(data);
     selected = hits.length ? 0 : -1;
     results.dataset.query = query;
     const out = [];
@@ -146,6 +273,10 @@
     closePreview();   // a new list: the old preview's note may not be in it
   }
 
+  function wordsOf(r) {
+    return (r.vault && terms.get(r.vault)) || terms.get("") || [];
+  }
+
   function resultItem(r, i) {
     const li = el("li", "result");
     li.dataset.index = String(i);
@@ -155,7 +286,7 @@
     li.append(head);
     if (r.heading) li.append(el("div", "heading", r.heading));
     const snippet = el("div", "snippet");
-    snippet.append(highlighted(r.snippet || "", terms));
+    snippet.append(highlighted(r.snippet || "", wordsOf(r)));
     li.append(snippet);
     const meta = el("div", "meta");
     if (r.match) meta.append(el("span", `match-${r.match}`, r.related ? "related" : `match: ${r.match}`));
@@ -173,41 +304,94 @@
     return li;
   }
 
-  function renderCompare(query, kw, vec, fused) {
-    hits = fused.results;
-    terms = fused.explain ? fused.explain.terms : [];
+  // Side by side: each list that voted in the fusion, as the server's explain
+  // names it (search --explain), and the fused order that cites them.
+  const LISTS = {
+    fts: ["keyword", "keyword (BM25)", "bm25"], translated: ["translated", "translated (BM25)", "bm25"],
+    proximity: ["phrases", "phrases kept together (BM25)", "bm25"], vector: ["vector", "vector (cosine)", "cos"],
+    latent: ["latent", "latent terms", "score"], title: ["title", "title (name alike)", "name alike"],
+  };
+  const listName = (name, i) => (LISTS[name] || [name, name, "score"])[i];
+
+  function renderCompare(query, names, answers) {
+    hits = [];
     selected = -1;
+    terms = new Map([["", matchedTerms(answers)]]);
     results.dataset.query = query;
-    const ranks = new Map((fused.explain ? fused.explain.ranks : []).map((r) => [r.path, r]));
-    const column = (title, data, describe) => {
-      const box = el("div");
-      box.append(el("h2", null, title));
-      if (data.error) box.append(el("p", "warning", data.error));
-      const list = el("ol");
-      data.results.forEach((r, i) => {
-        const li = el("li", ranks.has(r.path) ? "same" : null);
-        li.dataset.path = r.path;
-        li.append(el("span", null, r.title || r.path), document.createElement("br"), el("span", "rank", describe(r, i)));
-        list.append(li);
-      });
-      if (!data.results.length) box.append(el("p", "empty", "nothing"));
-      box.append(list);
-      return box;
-    };
-    const notes = fused.warnings.map((w) => el("p", "warning", w));
-    const grid = el("div", "compare");
-    grid.append(
-      column("keyword (BM25)", kw, (r, i) => `#${i + 1} · bm25 ${r.scores.fts}`),
-      column("vector (cosine)", vec, (r, i) => `#${i + 1} · cos ${r.scores.vector}`),
-      column(`fused (${fused.mode})`, fused, (r) => {
-        const x = ranks.get(r.path) || {};
-        const kwRank = x.fts_rank ? `keyword #${x.fts_rank}` : "keyword –";
-        const vecRank = x.vector_rank ? `vector #${x.vector_rank}` : "vector –";
-        return `${kwRank} · ${vecRank} · ${r.match || ""}`;
-      }),
-    );
-    results.replaceChildren(...notes, grid);
+    const panels = answers.map((data, i) => comparePanel(data, names[i], vaults.length > 1));
+    results.replaceChildren(...panels);
     closePreview();
+  }
+
+  function comparePanel(data, name, several) {
+    const panel = el("section", "compare-vault");
+    if (name) panel.dataset.vault = name;
+    if (several) {
+      const info = vaults.find((v) => v.name === name);
+      panel.append(el("h2", "vault-name", info && info.model ? `${name} · ${info.model}` : name));
+    }
+    if (data.error) {
+      panel.append(el("p", "warning", data.error));
+      return panel;
+    }
+    for (const w of data.warnings) panel.append(el("p", "warning", w));
+    if (!data.results.length) {
+      panel.append(el("p", "empty", `No results (${data.mode}).`));
+      return panel;
+    }
+    const e = data.explain || { weights: {}, ranks: [] };
+    const rows = data.results.map((r, i) => ({
+      r, place: i + 1, x: e.ranks.find((x) => x.path === r.path) || { ranks: {}, scores: {} },
+    }));
+    const lists = [...Object.keys(e.weights)];
+    for (const { x } of rows) for (const l of Object.keys(x.ranks)) if (!lists.includes(l)) lists.push(l);
+    const grid = el("div", "compare");
+    for (const list of lists) grid.append(listColumn(list, e, rows));
+    const fused = column(`fused (${data.mode})`, data.mode === "hybrid" && e.rrf_k ? `RRF k=${e.rrf_k}` : null);
+    fused.dataset.list = "fused";
+    const ol = el("ol");
+    for (const { r, x, place } of rows) {
+      const cited = lists.map((l) => (x.ranks[l] ? `${listName(l, 0)} #${x.ranks[l]}` : `${listName(l, 0)} –`));
+      ol.append(entry(r, [`#${place}`, ...cited, r.match && `match ${r.match}`].filter(Boolean).join(" · ")));
+    }
+    fused.append(ol);
+    grid.append(fused);
+    panel.append(grid);
+    return panel;
+  }
+
+  function column(title, detail) {
+    const box = el("div");
+    box.append(el("h3", null, title));
+    if (detail) box.append(el("p", "list-detail", detail));
+    return box;
+  }
+
+  function entry(r, line) {
+    const li = el("li");
+    li.dataset.path = r.path;
+    li.append(el("span", null, r.title || r.path), document.createElement("br"), el("span", "rank", line));
+    return li;
+  }
+
+  function listColumn(list, e, rows) {
+    // The fused notes this list ranked, in its own order: its rank among all it
+    // found (a gap is a note of its own that did not reach the fused list).
+    const weight = e.weights[list];
+    const box = column(listName(list, 1), weight === undefined ? null
+      : weight === 0 ? "weight 0: did not count" : `weight ${weight}`);
+    box.dataset.list = list;
+    if (list === "translated" && e.translated_match) {
+      box.append(el("p", "list-detail", `as ${quoted(e.translated_match).join(" ")}`));
+    }
+    const mine = rows.filter(({ x }) => x.ranks[list]).sort((a, b) => a.x.ranks[list] - b.x.ranks[list]);
+    const ol = el("ol");
+    for (const { r, x, place } of mine) {
+      const score = x.scores[list] === undefined ? "" : ` · ${listName(list, 2)} ${x.scores[list]}`;
+      ol.append(entry(r, `#${x.ranks[list]}${score} · fused #${place}`));
+    }
+    box.append(mine.length ? ol : el("p", "empty", "none of the fused notes"));
+    return box;
   }
 
   function mark() {
@@ -233,7 +417,7 @@
       const lines = note.text.split("\n").map((text, i) => {
         const no = note.start_line + i;
         const line = el("span", no >= r.start_line && no <= r.end_line ? "line hit" : "line");
-        line.append(el("span", "no", String(no)), highlighted(text, terms));
+        line.append(el("span", "no", String(no)), highlighted(text, wordsOf(r)));
         return line;
       });
       pre.replaceChildren(...lines);
@@ -264,9 +448,11 @@
     clearTimeout(statusTimer);   // one poll at a time, also when the vault changes
     let next = 15000;
     try {
-      const s = await getJson("/status", withVault(new URLSearchParams()));
-      if (s.vaults) fillVaults(s.vaults.map((v) => v.vault));
-      const all = s.vaults || [s];
+      // Every vault's status (the menu lists them), the line the chosen one's.
+      const s = await getJson("/status", new URLSearchParams());
+      if (s.vaults) fillVaults(s.vaults);
+      else vaultsKnown([]);
+      const all = s.vaults ? s.vaults.filter((v) => !vault || v.vault_name === vault) : [s];
       const one = all.reduce((a, v) => ({
         notes: a.notes + v.notes, chunks: a.chunks + v.chunks, waiting_chunks: a.waiting_chunks + v.waiting_chunks,
         model: a.model || v.model, last_sync: !a.last_sync || (v.last_sync && v.last_sync.at > a.last_sync.at) ? v.last_sync : a.last_sync,
@@ -285,22 +471,29 @@
     statusTimer = setTimeout(pollStatus, next);
   }
 
-  function fillVaults(paths) {
-    if (vaultBox.options.length > 1) return;
-    for (const path of paths) {
+  function fillVaults(served) {
+    if (vaults.length) return;
+    vaults = served.map((v) => ({ name: v.vault_name || v.vault, path: v.vault, model: v.model }));
+    for (const v of vaults) {
       const o = document.createElement("option");
-      o.value = path;
-      o.textContent = path.split("/").filter(Boolean).pop() || path;
+      o.value = v.name;
+      o.textContent = v.name;
+      o.title = v.path;
       vaultBox.append(o);
     }
     vaultBox.hidden = false;
-    if (wantedVault) vaultBox.value = wantedVault;
-    loadTags();
+    const named = vaultName(vault);
+    if (named !== vault) {   // an old address named the vault by its folder
+      vault = named;
+      writeUrl(false);
+    }
+    showVault();
+    vaultsKnown(vaults);
   }
 
   async function loadTags() {
     try {
-      const data = await getJson("/tags", withVault(new URLSearchParams(), vaultBox.value || (vaultBox.options[1] && vaultBox.options[1].value) || ""));
+      const data = await getJson("/tags", withVault(new URLSearchParams(), vault || (vaults[0] && vaults[0].name) || ""));
       $("tags").replaceChildren(...data.tags.slice(0, 200).map((t) => {
         const o = document.createElement("option");
         o.value = t.tag;
@@ -316,9 +509,23 @@
     node.addEventListener("compositionend", () => { composing = false; schedule(); });
     node.addEventListener("input", (e) => { if (!e.isComposing) schedule(); });
   }
-  for (const node of [mode, compare]) node.addEventListener("change", () => { clearTimeout(timer); run(); });
-  vaultBox.addEventListener("change", () => { clearTimeout(timer); loadTags(); pollStatus(); run(); });
-  $("search").addEventListener("submit", (e) => { e.preventDefault(); clearTimeout(timer); run(); });
+  for (const node of [mode, compare]) node.addEventListener("change", () => { clearTimeout(timer); run("control"); });
+  vaultBox.addEventListener("change", () => {
+    clearTimeout(timer);
+    vault = vaultBox.value;
+    loadTags();
+    pollStatus();
+    run("control");
+  });
+  $("search").addEventListener("submit", (e) => { e.preventDefault(); clearTimeout(timer); run("control"); });
+  // Back and forward: the entry's search, its vault's status and tags.
+  window.addEventListener("popstate", () => {
+    const before = vault;
+    clearTimeout(timer);
+    readUrl();
+    if (vault !== before) { loadTags(); pollStatus(); }
+    run("back");
+  });
 
   document.addEventListener("keydown", (e) => {
     if (e.isComposing || composing) return;
@@ -355,7 +562,7 @@
       else {
         q.value = "";
         clearTimeout(timer);
-        run();
+        run("type");
       }
       q.focus();
     }
@@ -363,7 +570,7 @@
 
   readUrl();
   q.focus();
-  if (q.value) run();
+  if (q.value) run("load");
   pollStatus();
-  loadTags();
+  knowVaults.then(loadTags);   // with several vaults, the first one's tags while none is chosen
 })();
