@@ -18,6 +18,16 @@ from indexer.errors import UsageValueError, VaultSearchError
 MAX_WARNINGS_SHOWN = 20
 
 
+class _OneLineUsageError(click.UsageError):
+    """A usage error in one line that names its command and where its help is:
+    ``error: vault-search search: No such option: --vaul (see `vault-search search --help`)``."""
+
+    def show(self, file=None) -> None:
+        path = self.ctx.command_path if self.ctx else "vault-search"
+        click.echo(f"error: {path}: {self.format_message()} (see `{path} --help`)", file=file or sys.stderr,
+                   err=file is None)
+
+
 class _Group(click.Group):
     """Turns library errors into one-line messages and exit codes."""
 
@@ -30,11 +40,29 @@ class _Group(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def parse_args(self, ctx, args):
+        """Global options are taken after the command too (``fast.hoist_globals``);
+        a usage error of the group itself is one line."""
+        from .argv import hoist_globals
+
+        def owned(name: str) -> set[str]:
+            command = self.commands.get(name)
+            return {opt for param in command.params for opt in param.opts} if command else set()
+
+        try:
+            return super().parse_args(ctx, hoist_globals(args, owned))
+        except click.UsageError as exc:
+            raise _OneLineUsageError(exc.format_message(), exc.ctx or ctx) from None
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except UsageValueError as exc:
-            raise click.UsageError(str(exc), ctx) from None
+            raise _OneLineUsageError(str(exc), ctx) from None
+        except click.UsageError as exc:
+            if isinstance(exc, _OneLineUsageError):
+                raise
+            raise _OneLineUsageError(exc.format_message(), exc.ctx or ctx) from None
         except VaultSearchError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
@@ -68,11 +96,12 @@ class _Group(click.Group):
 def main(ctx, vault, index_dir, color):
     """Hybrid search over a Markdown (Obsidian) vault, Chinese and English.
 
-    Global options come before the command:
+    Global options (--vault, --index-dir, --color) go before or after the
+    command (a command's own --vault, as in `serve`, stays its own):
 
         vault-search --vault ~/notes index
 
-        vault-search --vault ~/notes search "数据库 索引"
+        vault-search search "数据库 索引" --vault ~/notes
     """
     ctx.obj = {"vault": vault, "index_dir": index_dir}
     # click strips colours when ctx.color is False, keeps them when True, and
@@ -275,7 +304,47 @@ def cache(clear, as_json):
         click.echo(f"warning: the cache is not in use: {stats.error}", err=True)
 
 
-@main.command()
+SEARCH_EPILOG = """\b
+Examples:
+  vault-search search 数据库 索引
+  vault-search search "rate limit" --tag project --after 2026-01-01 --json
+  vault-search search 部署 --where type=feedback --exclude-stale --format md
+  vault-search search "how do I set a due date" --explain
+  vault-search search 迁移 --path memory --last 7d
+  vault-search search "数据库 索引" --budget-tokens 2000 --json    # a context pack for an agent
+
+\b
+Manual: docs/commands.md (every option), docs/ranking.md (how a score is made)."""
+
+SERVE_EPILOG = """\b
+Examples:
+  vault-search --vault ~/notes serve
+  vault-search --vault ~/notes serve --port 8765
+  curl -s 'http://127.0.0.1:8765/search?q=数据库+索引&limit=3'
+  vault-search serve --vault ~/notes --vault ~/agent/memory
+  vault-search serve --allow-origin app://obsidian.md
+
+\b
+MCP over HTTP (one warm process for several agents):
+  {"mcpServers": {"notes": {"type": "http", "url": "http://127.0.0.1:8765/mcp"}}}
+
+\b
+Manual: docs/agents.md (endpoints, parameters, answers)."""
+
+MCP_EPILOG = """\b
+Claude Code:
+  claude mcp add notes -- vault-search --vault /path/to/vault mcp
+
+\b
+Claude Desktop (claude_desktop_config.json) and most other clients:
+  {"mcpServers": {"notes": {"command": "vault-search",
+                            "args": ["--vault", "/path/to/vault", "mcp"]}}}
+
+\b
+Manual: docs/agents.md (the tools and their parameters)."""
+
+
+@main.command(epilog=SEARCH_EPILOG)
 @click.argument("query", nargs=-1, required=True)
 @click.option("--mode", type=click.Choice(["hybrid", "fts", "vector"]), default=None,
               help="Retriever (default: hybrid when vectors exist, else fts).")
@@ -300,12 +369,12 @@ def cache(clear, as_json):
               help="Only notes whose frontmatter KEY equals VALUE (a list field: contains it); also KEY!=VALUE, "
                    "and KEY>VALUE / KEY<VALUE for dates and numbers. Repeatable: all must hold.")
 @click.option("--exclude-stale", is_flag=True,
-              help="Leave out stale notes (last_verified too old, or valid_until passed; see README).")
+              help="Leave out stale notes (last_verified too old, or valid_until passed; docs/searching.md).")
 @click.option("--recency-half-life", type=click.FloatRange(min=0, min_open=True), metavar="DAYS",
               help="Favour recent notes: a note's score halves every DAYS days of age (off by default).")
 @click.option("--min-score", type=click.FloatRange(0, 1), metavar="X",
-              help="Leave out results whose relevance (0-1, how much of the query a note answers; README "
-                   "\"Relevance\") is below X. Default in hybrid mode: 0.15 when some result reaches 0.4, else "
+              help="Leave out results whose relevance (0-1, how much of the query a note answers; docs/ranking.md) "
+                   "is below X. Default in hybrid mode: 0.15 when some result reaches 0.4, else "
                    "only the 3 best guesses; 0 in fts and vector.")
 @click.option("--related", is_flag=True,
               help="After the hits, list notes one link away from the top hits (marked related).")
@@ -331,12 +400,6 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
 
     When `vault-search serve` runs for this vault, the search is sent to it
     (no model or dictionary loading here); otherwise it runs in this process.
-
-    \b
-    Examples:
-      vault-search search 数据库 索引
-      vault-search search "rate limit" --tag project --after 2026-01-01 --json
-      vault-search search 部署 --where type=feedback --exclude-stale --format md
     """
     from dataclasses import replace
 
@@ -487,7 +550,8 @@ def get(ctx, location, as_json, line_numbers):
 @click.argument("patterns", nargs=-1, required=True, shell_complete=complete_note_or_folder)
 @click.option("--max-bytes", type=click.IntRange(1), default=100_000, show_default=True, metavar="N",
               help="Stop at this many bytes in all; what does not fit is listed as cut.")
-@click.option("--max-lines", type=click.IntRange(1), default=None, metavar="N", help="At most N lines of each note.")
+@click.option("--max-lines", type=click.IntRange(1), default=None, metavar="N",
+              help="At most N lines of each note's text; its frontmatter comes whole and does not count.")
 @click.option("--json", "as_json", is_flag=True, help="Print {notes, cut, bytes, max_bytes} as JSON.")
 @click.pass_context
 def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
@@ -765,7 +829,7 @@ def _print_sync(report, paths) -> None:
                    f"-{report.deleted}{extra}", err=True)
 
 
-@main.command()
+@main.command(epilog=SERVE_EPILOG)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind. Anything but loopback exposes your notes to the network.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0,
@@ -905,17 +969,15 @@ def open_page(ctx, query, no_browser, port):
         click.echo("no browser found here; open the address above", err=True)
 
 
-@main.command()
+@main.command(epilog=MCP_EPILOG)
 @_interval_option
 @click.pass_context
 def mcp(ctx, interval):
     """Model Context Protocol server on stdio, for AI agents.
 
-    Tools: search, get, multi_get, similar, log, ls, links, tags and status (see the
-    README for their parameters). The index stays loaded and current for
-    the session. `serve` answers the same tools over HTTP at /mcp.
-    Example client config: {"command": "vault-search",
-    "args": ["--vault", "/path/to/vault", "mcp"]}.
+    Tools: search, get, multi_get, similar, log, ls, links, tags and status.
+    The index stays loaded and current for the session. `serve` answers the
+    same tools over HTTP at /mcp.
     """
     from indexer.config import load_config
     from indexer.writer import SessionLock

@@ -1,7 +1,7 @@
-"""Run the fault-injection and hostile-input tests and write the README's
-"Reliability" table from what they recorded.
+"""Run the fault-injection and hostile-input tests and write the
+reliability table of docs/reliability.md from what they recorded.
 
-    .venv/bin/python tests/reliability/make_table.py          # rewrites README.md between the markers
+    .venv/bin/python tests/reliability/make_table.py          # rewrites docs/reliability.md between the markers
     .venv/bin/python tests/reliability/make_table.py --print  # only prints the table
 
 The table is written only when every test passed.
@@ -36,7 +36,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--print", action="store_true", help="print the table instead of updating README.md")
+    ap.add_argument("--print", action="store_true", help="print the table instead of updating docs/reliability.md")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Path(tmp) / "ledger.json"
@@ -50,14 +50,14 @@ def main(argv=None) -> int:
     if args.print:
         print(text)
         return 0
-    readme = REPO / "README.md"
-    content = readme.read_text(encoding="utf-8")
+    page = REPO / "docs" / "reliability.md"
+    content = page.read_text(encoding="utf-8")
     head, _, rest = content.partition(START)
     _, _, tail = rest.partition(END)
     if not rest:
-        print(f"README.md has no {START} marker", file=sys.stderr)
+        print(f"docs/reliability.md has no {START} marker", file=sys.stderr)
         return 1
-    readme.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
+    page.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
     print(text)
     return 0
 
