@@ -127,3 +127,12 @@ def test_usage_errors_are_one_line_naming_their_command(vault, index_dir, cli):
         assert line.startswith(f"error: vault-search {command}: " if command != "vault-search"
                                else "error: vault-search: "), line
         assert says in line and line.endswith("--help`)"), line
+
+
+def test_a_bare_command_prints_its_help_not_an_error():
+    import subprocess
+
+    from conftest import CLI
+
+    r = subprocess.run([str(CLI)], capture_output=True, text=True, timeout=60)
+    assert "Usage: vault-search" in r.stdout + r.stderr and "error:" not in r.stdout + r.stderr, r

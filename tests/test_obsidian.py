@@ -264,7 +264,7 @@ def test_where_usage_errors_are_one_line_exit_2(memory_vault, cli):
     cli("index", "--no-embed")
     for bad in ("novalue", "=x", "due>soon"):
         r = cli("search", "deploy", "--where", bad)
-        errors = [line for line in r.err.splitlines() if line.startswith("Error:")]
+        errors = [line for line in r.err.splitlines() if line.startswith("error: vault-search search: ")]
         assert r.code == 2 and len(errors) == 1 and "--where" in errors[0], (bad, r.err)
 
 

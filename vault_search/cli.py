@@ -23,7 +23,7 @@ class _OneLineUsageError(click.UsageError):
     ``error: vault-search search: No such option: --vaul (see `vault-search search --help`)``."""
 
     def show(self, file=None) -> None:
-        path = self.ctx.command_path if self.ctx else "vault-search"
+        path = getattr(self, "path", None) or (self.ctx.command_path if self.ctx else "vault-search")
         click.echo(f"error: {path}: {self.format_message()} (see `{path} --help`)", file=file or sys.stderr,
                    err=file is None)
 
@@ -51,14 +51,18 @@ class _Group(click.Group):
 
         try:
             return super().parse_args(ctx, hoist_globals(args, owned))
+        except click.exceptions.NoArgsIsHelpError:
+            raise                # a bare `vault-search` prints its help
         except click.UsageError as exc:
             raise _OneLineUsageError(exc.format_message(), exc.ctx or ctx) from None
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except UsageValueError as exc:
-            raise _OneLineUsageError(str(exc), ctx) from None
+        except UsageValueError as exc:     # raised inside the command: name it
+            error = _OneLineUsageError(str(exc), ctx)
+            error.path = " ".join(filter(None, [ctx.command_path, ctx.invoked_subcommand]))
+            raise error from None
         except click.UsageError as exc:
             if isinstance(exc, _OneLineUsageError):
                 raise
