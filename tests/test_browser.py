@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,23 +38,34 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
+@contextmanager
+def serving(vaults: list[tuple[Path, Path, int]]):
+    """The page over each (vault, index folder, hash embedder's size), indexed
+    first, from one server on 127.0.0.1: its address."""
     from vault_search.server import VaultHTTPServer
     from vault_search.service import SearchService
 
-    root = tmp_path_factory.mktemp("browser")
-    vault = copy_tree(SAMPLE_VAULT, root / "vault")
-    with Index.open(vault, root / "index", create=True, embedder=HashEmbedder(64)) as idx:
-        idx.sync()
-    service = SearchService(vault, root / "index", watch=False, warm=False, embedder=HashEmbedder(64))
-    httpd = VaultHTTPServer(service, "127.0.0.1", 0).start()
+    services = []
+    for vault, index, dim in vaults:
+        with Index.open(vault, index, create=True, embedder=HashEmbedder(dim)) as idx:
+            idx.sync()
+        services.append(SearchService(vault, index, watch=False, warm=False, embedder=HashEmbedder(dim)))
+    httpd = VaultHTTPServer(services if len(services) > 1 else services[0], "127.0.0.1", 0).start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_port}", vault
+        yield f"http://127.0.0.1:{httpd.server_port}"
     finally:
         httpd.shutdown()
         httpd.server_close()
-        service.close()
+        for service in services:
+            service.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("browser")
+    vault = copy_tree(SAMPLE_VAULT, root / "vault")
+    with serving([(vault, root / "index", 64)]) as url:
+        yield url, vault
 
 
 @pytest.fixture(scope="module")
@@ -309,9 +321,6 @@ def two_vaults(tmp_path_factory):
     """`serve --vault notes --vault memory`: the sample vault, and a small English
     one whose index has another model (so no cosine of one may stand beside
     the other's)."""
-    from vault_search.server import VaultHTTPServer
-    from vault_search.service import SearchService
-
     root = tmp_path_factory.mktemp("two-vaults")
     notes = copy_tree(SAMPLE_VAULT, root / "notes")
     memory = root / "memory"
@@ -319,20 +328,8 @@ def two_vaults(tmp_path_factory):
     (memory / "kyoto.md").write_text("# Kyoto plan\nBook the tea ceremony in Gion.\n", encoding="utf-8")
     (memory / "lists.md").write_text("# Shopping\n\nHow do I add an item to the list? Indian dogs do a random dance. "
                                      "Add items daily; the address book is kept apart.\n", encoding="utf-8")
-    services = []
-    for vault, dim in ((notes, 64), (memory, 32)):
-        with Index.open(vault, root / f"index-{vault.name}", create=True, embedder=HashEmbedder(dim)) as idx:
-            idx.sync()
-        services.append(SearchService(vault, root / f"index-{vault.name}", watch=False, warm=False,
-                                      embedder=HashEmbedder(dim)))
-    httpd = VaultHTTPServer(services, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}", root
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        for service in services:
-            service.close()
+    with serving([(notes, root / "index-notes", 64), (memory, root / "index-memory", 32)]) as url:
+        yield url, root
 
 
 def api(base, path, **params):

@@ -3,6 +3,7 @@ vault, a malformed line range; and the same tags object as HTTP."""
 
 import json
 
+import pytest
 from conftest import start_server, write
 
 WARNING = "warning: .vault-search.toml: unknown setting 'ignor' (did you mean 'ignore'?)"
@@ -110,7 +111,10 @@ def test_hoisting_leaves_a_commands_own_option_and_what_follows_the_double_dash(
         == ["--index-dir=I", "serve", "--vault", "A", "--vault", "B"]
     assert hoist_globals(["search", "--", "--vault", "V"], lambda c: ()) == ["search", "--", "--vault", "V"]
     assert hoist_globals(["--help"], lambda c: ()) == ["--help"]
-    assert hoist_globals(["search", "x", "--vault"], lambda c: ()) == ["search", "x", "--vault"]   # no value
+    for missing in (["search", "x", "--vault"], ["search", "x", "--vault="], ["search", "x", "--color", ""]):
+        with pytest.raises(ValueError, match="requires an argument"):   # not "No such option"
+            hoist_globals(missing, lambda c: ())
+    assert parse_globals(["search", "x", "--vault"]) is None             # the full CLI says so
     # the fast path reads them where the full CLI does
     assert parse_globals(["search", "x", "--color", "never", "--vault=V"]) == \
         ({"--color": "never", "--vault": "V"}, ["x"])
@@ -120,7 +124,9 @@ def test_usage_errors_are_one_line_naming_their_command(vault, index_dir, cli):
     for args, command, says in [(("search", "tea", "--bogus"), "search", "No such option"),
                                 (("serch", "tea"), "vault-search", "No such command 'serch'"),
                                 (("search", "tea", "--mode", "nope"), "search", "Invalid value for '--mode'"),
-                                (("get", "Home.md:abc"), "get", "bad line range")]:
+                                (("get", "Home.md:abc"), "get", "bad line range"),
+                                (("search", "tea", "--vault"), "vault-search",
+                                 "Option '--vault' requires an argument")]:
         r = cli(*args)
         assert r.code == 2 and r.out == "", r
         line, = r.err.strip().splitlines()

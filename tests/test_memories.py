@@ -262,6 +262,17 @@ def test_several_vaults_pack_within_one_budget_and_warm_up_is_not_logged(tmp_pat
         assert sum(count(r.text) for r in packed.results) == packed.tokens and packed.token_budget == 150
         assert services[0].query_log().entries[0].query == "数据库 索引"   # the search, not the warm-up's
         assert [e.query for e in services[0].query_log(limit=100).entries] == ["数据库 索引"]
+        # each vault trims to the whole budget; a trimmed passage the merge drops takes its warning along
+        said = 0
+        for budget in (40, 60, 90, 150, 250):
+            for query in ("数据库 索引", "tea ceremony kyoto", "python asyncio"):
+                packed = vaults.search(query, SearchOptions(mode="fts", budget_tokens=budget, limit=8))
+                trimmed = {f"{r.vault}: trimmed to fit {budget} tokens: {r.path}:" for r in packed.results
+                           if r.trimmed}
+                warned = [w for w in packed.warnings if ": trimmed to fit " in w]
+                assert all(any(w.startswith(t) for t in trimmed) for w in warned), (query, budget, warned)
+                said += len(warned)
+        assert said > 0        # the check above met a trimmed passage
     finally:
         vaults.close()
 

@@ -160,3 +160,8 @@ def test_a_trimmed_passage_ends_a_sentence_or_a_block_and_is_never_a_heading_alo
     wrapped = ["## Part", "A sentence that is", "wrapped over", "three lines."]
     assert trimmed_lines(wrapped, room(wrapped, 3), estimate_tokens) is None
     assert trimmed_lines(lines, room(lines, 2), estimate_tokens) is None
+    # Never inside a code fence, nor between a table's header and its rule.
+    code = ["## Code", "Run this.", "```python", "x = 1.", "y = 2.", "```", "Done."]
+    assert trimmed_lines(code, room(code, 5), estimate_tokens)[0] == 2
+    table = ["## Table", "Prices follow.", "| a | b |", "|---|---|", "| 1 | 2 |"]
+    assert trimmed_lines(table, room(table, 3), estimate_tokens)[0] == 2

@@ -46,6 +46,7 @@ def stubs(tmp_path_factory):
     write(vault / "Hub.md", "# Hub\n\nThe walrus hub of buttons. See [[Postponing]].\n")
     write(vault / "Tagged.md", "# Tagged\n\n#feature/dates\n")
     write(vault / "memory/2026-01-05.md", "# 2026-01-05\n\n#log\n\n### 09:00 - Alpha\nthe first entry\n")
+    write(vault / "Twins.md", "# Twins\n\nintro text\n\n## Part\n#tagonly\n\n## Part\nSecond part of the same name.\n")
     args = ["--vault", str(vault), "--index-dir", str(root / "index")]
     assert CliRunner().invoke(main, [*args, "index", "--no-embed"]).exit_code == 0
     return vault, args
@@ -105,6 +106,13 @@ def test_a_stub_with_nothing_after_it_keeps_its_lines_and_an_empty_snippet(stubs
     # A daily log's title stub is not stretched into an entry: each entry has its own date.
     day = json.loads(cli(args, "search", "2026-01-05", "--json"))["results"][0]
     assert (day["path"], day["start_line"], day["end_line"], day["snippet"]) == ("memory/2026-01-05.md", 1, 3, "")
+
+
+def test_a_stub_is_not_stretched_into_a_sibling_section_of_the_same_name(stubs):
+    _, args = stubs
+    hit = json.loads(cli(args, "search", "tagonly", "--mode", "fts", "--json"))["results"][0]
+    # "## Part" (lines 5-6) holds only a tag; the next "## Part" is another section, not its continuation
+    assert (hit["path"], hit["start_line"], hit["end_line"], hit["snippet"]) == ("Twins.md", 5, 6, "")
 
 
 @pytest.fixture(scope="module")

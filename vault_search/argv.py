@@ -12,8 +12,9 @@ def hoist_globals(argv: list[str], owned) -> list[str]:
     after the command moved before it, so ``search "due date" --vault X``
     means ``--vault X search "due date"``. ``owned(command)``: the global
     flags the command has itself (``serve --vault``), left where they are.
-    Nothing after ``--`` moves; a command line this cannot read is returned
-    as it is, for click to name what is wrong."""
+    Nothing after ``--`` moves; ValueError for such an option without its
+    value; a command line this cannot read before the command is returned as
+    it is, for click to name what is wrong."""
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
         name, value, i = option_at(argv, i, GLOBAL_OPTIONS)
@@ -37,6 +38,7 @@ def hoist_globals(argv: list[str], owned) -> list[str]:
                 moved += argv[j:after]
                 j = after
                 continue
+            raise ValueError(f"Option '{flag}' requires an argument.")
         rest.append(arg)
         j += 1
     return argv[:i] + moved + [argv[i]] + rest

@@ -50,7 +50,11 @@ class _Group(click.Group):
             return {opt for param in command.params for opt in param.opts} if command else set()
 
         try:
-            return super().parse_args(ctx, hoist_globals(args, owned))
+            args = hoist_globals(args, owned)
+        except ValueError as exc:   # a global option after the command without its value
+            raise _OneLineUsageError(str(exc), ctx) from None
+        try:
+            return super().parse_args(ctx, args)
         except click.exceptions.NoArgsIsHelpError:
             raise                # a bare `vault-search` prints its help
         except click.UsageError as exc:

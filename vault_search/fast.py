@@ -57,7 +57,10 @@ def parse_globals(argv: list[str]) -> tuple[dict, list[str]] | None:
     """(global options, the arguments after ``search``) of a ``search``
     command line, else None. The global options may come after ``search``
     too, as the full CLI takes them (``hoist_globals``)."""
-    argv = hoist_globals(argv, lambda command: ())
+    try:
+        argv = hoist_globals(argv, lambda command: ())
+    except ValueError:
+        return None          # the full CLI says what is missing
     globals_: dict = {}
     i = 0
     while i < len(argv) and argv[i] != "search":

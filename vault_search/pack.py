@@ -48,8 +48,12 @@ PROBE_CHARS_PER_TOKEN = 16
 # block (a heading, a list item, a quote, a table row, a fence), or after a
 # line that closes a sentence. It ends at a paragraph's end (a blank line
 # after it) rather than at another such line when that keeps at least
-# PARAGRAPH_SHARE of the lines that fit.
+# PARAGRAPH_SHARE of the lines that fit. Never inside a code fence (a passage
+# an agent pastes must not swallow what follows into code), nor between a
+# table's header row and the row of dashes under it.
 PARAGRAPH_SHARE = 0.5
+FENCE_RE = re.compile(r"\s*(?:```|~~~)")
+TABLE_RULE_RE = re.compile(r"\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 BLOCK_START_RE = re.compile(r"\s*(?:#{1,6}(?:\s|$)|[-*+]\s|\d{1,9}[.)]\s|>|\||```|~~~)")
 SENTENCE_END = tuple(".。!?！？…:：;；)）」』”\"'`|*")
 
@@ -163,8 +167,13 @@ def trimmed_lines(lines: list[str], room: int, count: Callable[[str], int]) -> t
             low = mid
     if low == len(lines):
         return low, count("\n".join(lines))
-    paragraphs = [k for k in range(1, low + 1) if not lines[k].strip() and lines[k - 1].strip()]
-    ends = [k for k in range(1, low + 1) if lines[k - 1].strip() and (
+    fenced, inside = [False], False      # fenced[k]: lines[:k] leave a fence open
+    for line in lines[:low]:
+        inside ^= bool(FENCE_RE.match(line))
+        fenced.append(inside)
+    cuttable = [not fenced[k] and not TABLE_RULE_RE.match(lines[k]) for k in range(low + 1)]
+    paragraphs = [k for k in range(1, low + 1) if cuttable[k] and not lines[k].strip() and lines[k - 1].strip()]
+    ends = [k for k in range(1, low + 1) if cuttable[k] and lines[k - 1].strip() and (
         not lines[k].strip() or BLOCK_START_RE.match(lines[k]) or lines[k - 1].rstrip().endswith(SENTENCE_END))]
     for keep in ([paragraphs[-1]] if paragraphs and paragraphs[-1] >= PARAGRAPH_SHARE * low else []) + ends[::-1]:
         if has_words("\n".join(lines[:keep])):

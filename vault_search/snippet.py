@@ -135,14 +135,29 @@ def highlight_spans(snippet: str, terms: list[str]) -> list[tuple[int, int]]:
     return [(s, e) for s, e, _ in find_terms(snippet, terms)]
 
 
+def under_heading(text: str) -> str:
+    """A chunk's text past its heading line ("" for a heading alone); the text
+    itself when it does not open with a heading."""
+    if text.startswith("#"):
+        first, _, rest = text.partition("\n")
+        if first.lstrip("#").startswith((" ", "\t")):
+            return rest
+    return text
+
+
+def says_something(reading: str) -> bool:
+    """Whether text as the reading view shows it (``plain.reading_text``) has
+    a word past its tags (``WORD_RE``)."""
+    # Here, not at the top: the thin client renders with this module and never parses a note.
+    from indexer.parse import INLINE_TAG_RE
+
+    return bool(WORD_RE.search(INLINE_TAG_RE.sub(" ", reading)))
+
+
 def has_words(text: str) -> bool:
     """Whether a chunk's text says anything past its heading line, its tags
-    and its markup, as the reading view shows it (``WORD_RE``: else a stub)."""
-    # Here, not at the top: the thin client renders with this module and never parses a note.
-    from indexer.parse import HEADING_RE, INLINE_TAG_RE
+    and its markup, as the reading view shows it (else a stub)."""
     from indexer.plain import reading_text
 
-    first, _, rest = text.partition("\n")
-    if HEADING_RE.match(first):
-        text = rest
-    return bool(WORD_RE.search(INLINE_TAG_RE.sub(" ", reading_text(text))))
+    under = under_heading(text)
+    return bool(under.strip()) and says_something(reading_text(under))

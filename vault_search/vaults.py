@@ -188,6 +188,10 @@ def within_budget(response: SearchResponse, service: SearchService, budget: int)
             kept.append(r)
             used += tokens
     left = len(response.results) - len(kept)
+    # a vault's "trimmed to fit" names its trimmed passage: gone with it when it is not kept
+    shown = [f"{r.vault}: trimmed to fit {budget} tokens: {r.path}:" for r in kept if r.trimmed]
+    response.warnings = [w for w in response.warnings
+                         if ": trimmed to fit " not in w or any(w.startswith(t) for t in shown)]
     if left:
         response.warnings.append(f"{left} more passages did not fit in {budget} tokens")
     response.results, response.tokens, response.token_budget, response.token_counter = kept, used, budget, name

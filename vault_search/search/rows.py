@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -30,7 +31,7 @@ from indexer.plain import reading_text
 from ..filters import Staleness
 from ..fusion import Fused
 from ..results import Scores, SearchResult
-from ..snippet import has_words, make_snippet
+from ..snippet import has_words, make_snippet, says_something, under_heading
 
 if TYPE_CHECKING:
     from ..reader import Reader
@@ -60,10 +61,20 @@ class ChunkRow:
     date: str | None     # the daily-log entry's time, else the note's date
     stub: bool = False   # no word past its heading and tags, and none after it to show (``with_content``)
 
+    @cached_property
+    def reading(self) -> str:
+        """What is under its heading as the reading view shows it (the snippet's text)."""
+        return reading_text(without_heading_line(self.text))
+
+    @property
+    def has_words(self) -> bool:
+        """``snippet.has_words`` of its text, from the reading text the snippet reads too."""
+        return bool(under_heading(self.text).strip()) and says_something(self.reading)
+
     def result(self, terms: list[str], vault_name: str, score: float, scores: Scores, **extra: Any) -> SearchResult:
         """This chunk as a result: its snippet shows ``terms``; a stub's is
         empty (its tags were its only text, and a result shows them already)."""
-        snippet = "" if self.stub else make_snippet(reading_text(without_heading_line(self.text)), terms)
+        snippet = "" if self.stub else make_snippet(self.reading, terms)
         return SearchResult(
             path=self.path, title=self.title, heading=self.heading, start_line=self.start_line,
             end_line=self.end_line, snippet=snippet,
@@ -107,7 +118,7 @@ def chunk_rows(conn: sqlite3.Connection, config: VaultConfig, ids: list[int]) ->
         f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text,
                    coalesce({stale_sql}, 0), coalesce(c.at, n.date)
             FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", [*stale_params, *ids])}
-    return {chunk_id: row if has_words(row.text) else with_content(conn, chunk_id, row)
+    return {chunk_id: row if row.has_words else with_content(conn, chunk_id, row)
             for chunk_id, row in rows.items()}
 
 
@@ -125,7 +136,8 @@ def with_content(conn: sqlite3.Connection, chunk_id: int, row: ChunkRow) -> Chun
     for heading, end_line, text, its_at in conn.execute(
             "SELECT heading, end_line, text, at FROM chunks WHERE note_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (note_id, seq, CONTENT_AHEAD)):
-        if its_at != at or not (first or heading == row.heading or heading.startswith(row.heading + " > ")):
+        continues = heading == row.heading and under_heading(text) == text   # not a sibling of the same name
+        if its_at != at or not (first or continues or heading.startswith(row.heading + " > ")):
             break
         if has_words(text):
             return replace(row, heading=heading, end_line=max(end_line, row.end_line), text=text)
@@ -162,11 +174,8 @@ def how_matched(f: Fused) -> str:
 def without_heading_line(text: str) -> str:
     """The heading is its own field; the snippet shows what is under it (as
     the reading view shows it: ``plain.reading_text``)."""
-    if text.startswith("#"):
-        first, _, rest = text.partition("\n")
-        if rest.strip() and first.lstrip("#").startswith((" ", "\t")):
-            return rest
-    return text
+    under = under_heading(text)
+    return under if under.strip() else text
 
 
 def obsidian_uri(vault_name: str, path: str) -> str:
