@@ -52,7 +52,6 @@ GRID: dict[str, tuple[float, ...]] = {
     "coverage_power": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
     "translated": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
     "foreign_keyword_share": (0.0, 0.25, 0.5, 0.75, 1.0),
-    "proximity": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
     "title": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0),
 }
 ROUNDS = 3
@@ -299,7 +298,6 @@ def audit(t: Traces, model, file=None) -> dict[str, Verdict]:
     """Each parameter or rule taken out of ``model`` in turn, paired-tested against it."""
     file = file or sys.stdout
     outs = {
-        "proximity list": {"proximity": 0.0},
         "title list": {"title": 0.0},
         "translated list": {"translated": 0.0},
         "foreign question's keyword share": {"foreign_keyword_share": 0.0},

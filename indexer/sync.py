@@ -30,7 +30,7 @@ from .store import get_meta, migrate, name_key, set_meta, transaction
 BATCH_NOTES = 200          # notes per write transaction
 # Parsed notes kept between the two passes, up to this much text (the rest is
 # parsed again in pass 2). 64 MB held 550 MB peak RSS at 100k notes; 8 MB,
-# 330 MB, in the same time (247 s vs 246 s, benchmarks/README.md).
+# 330 MB, in the same time (247 s vs 246 s, docs/ranking-log.md, "Issue 15").
 PARSE_BUFFER_BYTES = 8 << 20
 RESEGMENT_GROUP = 50       # new dictionary words checked per SQL pass
 # A file that could not be read just now (EACCES, EIO, EMFILE) is listed as

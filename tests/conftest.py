@@ -221,7 +221,7 @@ def served_paths(port: int, query: str, **params) -> list[str]:
 # -- the reliability ledger ----------------------------------------------------
 # Tests that inject a fault or a hostile input record what they tried and what
 # happened; `python tests/reliability/make_table.py` runs them and writes the
-# README's "Reliability" table from the ledger (never from hand-typed rows).
+# table in docs/reliability.md from the ledger (never from hand-typed rows).
 
 LEDGER_ENV = "VAULT_SEARCH_RELIABILITY_LEDGER"
 

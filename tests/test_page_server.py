@@ -137,6 +137,10 @@ def test_several_vaults_answer_the_page_by_name_with_one_explain(tmp_path):
         assert code == 200 and not any("explain" in w for w in answer["warnings"])
         explain = answer["explain"]
         assert explain["terms"] == ["tea", "ceremony"] and set(explain["vaults"]) == {"notes", "memory"}
+        # Every field one vault's explain has, merged: both vaults read "tea ceremony" alike.
+        assert set(explain) - {"vaults"} == set(explain["vaults"]["memory"])
+        assert explain["fts_match"] == explain["vaults"]["memory"]["fts_match"]
+        assert explain["rrf_k"] == explain["vaults"]["notes"]["rrf_k"] is not None
         assert [(r["vault"], r["path"]) for r in explain["ranks"]] == [(r["vault"], r["path"])
                                                                        for r in answer["results"]]
         for row in explain["ranks"]:

@@ -392,63 +392,6 @@ def test_han_share_is_read_again_only_when_the_index_changes_much(tmp_path, monk
         assert idx.han_share() < 0.5 and len(calls) == 2
 
 
-def test_the_hybrid_puts_a_note_that_keeps_the_querys_chinese_phrase_together_first(tmp_path):
-    from indexer.embed import HashEmbedder
-    from vault_search.render import render_explain
-    from vault_search.search.weights import MODEL
-
-    PROXIMITY_WEIGHT = MODEL.proximity
-
-    gap = "要定期备份，备份文件放在另外一台机器上面保存好，每周检查一次"   # > PROXIMITY_WINDOW tokens
-    notes = {
-        "apart.md": "# 笔记甲\n\n" + "".join(f"数据库{gap}。索引{gap}。" for _ in range(3)) + "\n",
-        "together.md": "# 笔记乙\n\n怎样建立数据库索引。" + "今天天气很好，出去散步，看看公园里的花。" * 4 + "\n",
-        "other.md": "# 笔记丙\n\n今天天气很好，出去散步。\n",
-    }
-    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
-                    embedder=HashEmbedder(64)) as idx:
-        idx.sync()
-        fts = idx.search("数据库索引", mode="fts", min_score=0)
-        # The vectors left out: the keyword list alone puts apart.md first, the phrase turns it.
-        hybrid = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, weights={"vector": 0.0})
-        english = idx.search("database index", mode="hybrid", explain=True, min_score=0)
-        filtered = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, path="apart.md")
-        halved = idx.search("数据库索引", mode="hybrid", explain=True, min_score=0, weights={"fts": 0.75})
-    assert [r.path for r in fts.results][:2] == ["apart.md", "together.md"]   # BM25 counts words anywhere
-    assert hybrid.results[0].path == "together.md" and hybrid.results[0].match in ("keyword", "both")
-    ranks = {r.path: r.ranks.get("proximity") for r in hybrid.explain.ranks}
-    assert ranks["together.md"] == 1 and ranks["apart.md"] is None
-    assert hybrid.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT)
-    assert hybrid.explain.proximity_match == 'NEAR("数据库" "索引", 7)'
-    assert any("Chinese phrases kept together" in line for line in render_explain(hybrid.explain, "hybrid"))
-    assert "proximity" in hybrid.explain.ranks[0].to_dict()["ranks"]
-    assert "proximity" not in hybrid.explain.ranks[-1].to_dict()["ranks"]
-    assert any("proximity #1 (bm25 " in line for line in render_explain(hybrid.explain, "hybrid"))
-    # a caller's keyword weight carries over; a filter applies to the phrases' list too
-    assert halved.explain.weights["proximity"] == pytest.approx(PROXIMITY_WEIGHT / 2)
-    assert [r.path for r in filtered.results] == ["apart.md"] and filtered.explain.proximity_match is None
-    assert "proximity" not in english.explain.weights and english.explain.proximity_match is None
-
-
-def test_a_query_left_untranslated_for_want_of_a_dictionary_still_gets_its_phrases(tmp_path, monkeypatch):
-    from indexer.embed import HashEmbedder
-    from vault_search import translate
-
-    monkeypatch.setattr(translate, "available", lambda: False)
-    notes = {"a.md": "# 笔记\n\n怎样建立数据库索引。\n", "b.md": "# Notes\n\nnothing in Chinese here at all.\n"}
-    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True,
-                    embedder=HashEmbedder(64)) as idx:
-        idx.sync()
-        query = "数据库索引 量子纠缠 超导体 黑洞"                   # most of its words are not in the index
-        ex = idx.search(query, mode="hybrid", explain=True, min_score=0).explain
-        # a caller's weight for a list that found nothing shows no phrases
-        none = idx.search("量子纠缠 超导体", mode="hybrid", explain=True, min_score=0,
-                          weights={"proximity": 1.0}).explain
-    assert ex.term_coverage < 0.5 and ex.translated_match is None
-    assert ex.proximity_match and "proximity" in ex.weights
-    assert none.proximity_match is None
-
-
 def test_a_translation_takes_the_senses_the_vault_uses_beside_the_rest_of_the_query(tmp_path):
     from vault_search import translate
     from vault_search.search.crosslingual import translated_query

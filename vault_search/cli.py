@@ -210,7 +210,9 @@ def _open(ctx, **kwargs):
 
 
 @main.command()
-@click.option("--rebuild", is_flag=True, help="Delete the index and build it again from scratch.")
+@click.option("--rebuild", is_flag=True,
+              help="Build a new index from scratch beside the live one and swap it in when done "
+                   "(the old index answers until then; cached vectors are reused).")
 @click.option("--force", is_flag=True,
               help="Re-read and re-segment every note in place (vectors of unchanged text are kept).")
 @click.option("--no-embed", is_flag=True,

@@ -24,7 +24,7 @@ from .vaults import VaultSet, cap_full_texts
 
 LIST_PARAMS = (*SearchOptions.list_param_names(), "paths", "pattern")
 # Each endpoint and the parameters it takes (query string or JSON body); any
-# other parameter is a 400, so a misspelt one is never ignored. The README's
+# other parameter is a 400, so a misspelt one is never ignored. docs/agents.md's
 # endpoint table is checked against this (tests/test_docs.py).
 ENDPOINTS: dict[str, tuple[str, ...]] = {
     "/search": ("query", "q", *SearchOptions.param_names(), "vault", "render", "color", "log"),

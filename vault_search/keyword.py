@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # BM25 column weights, in FTS column order (title, aliases, tags, headings,
 # body). A word in the title or an alias says more about what a note is than
-# the same word in its body; see README "Ranking" for the measurements.
+# the same word in its body; see docs/ranking-log.md (2026-11-30) for the measurements.
 COLUMN_WEIGHTS = (4.0, 4.0, 2.0, 2.0, 1.0)
 # Chunks fetched per requested note: notes have several chunks each, and the
 # best chunk of each note is what is kept.

@@ -15,10 +15,9 @@ coverage that weighs the keyword list in the hybrid (keyword.term_coverage).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from indexer.segment import HAN_CLASS, Segmenter, normalize
+from indexer.segment import Segmenter
 
 MAX_QUERY_CHARS = 4000   # a pasted page is not a query; the rest is ignored
 MAX_QUERY_TERMS = 64     # FTS5 cost grows with OR terms; 64 covers any real question
@@ -49,47 +48,6 @@ class FtsQuery:
     warnings: list[str] = field(default_factory=list)
     stop_words: list[str] = field(default_factory=list)   # left out of ``match``
     only_stop_words: bool = False   # every word was a function word, so all were searched
-
-
-# Two neighbouring words of a query count as its phrase in a chunk that has at
-# most this many other tokens between them. The index writes a word's
-# sub-words (and a vault name's parts) just before it, so the second word's
-# lie between the two ("自定 定义 自定义 过滤"; a ten-character name has up to
-# nine, a jieba word up to seventeen) and each pair's window spans them too. On the dev set's Chinese
-# vault, 5 and 8 ranked alike (hybrid hit@1 0.789), 3 lost a question (0.778)
-# and 1 all of the list's gain (0.756).
-PROXIMITY_WINDOW = 5
-# Runs of Han text that only spaces part ("数据库 索引") are one phrase: people
-# type Chinese keywords apart; punctuation, line ends and other scripts end a phrase.
-_PHRASE_RE = re.compile(f"[{HAN_CLASS}](?:[{HAN_CLASS} \t]*[{HAN_CLASS}])?")
-
-
-def proximity_query(text: str, segmenter: Segmenter) -> FtsQuery | None:
-    """The query's neighbouring Chinese words as FTS5 NEAR pairs, OR-ed: the
-    chunks that keep two of its words together, as the query wrote them.
-    Segmenting splits a Chinese phrase into words that BM25 then counts one
-    by one, anywhere in a chunk; a pair found close together is evidence of
-    the phrase. Pairs are made inside a phrase of Han text (``_PHRASE_RE``)
-    and skip function words. None without a pair."""
-    pairs: list[tuple[str, str]] = []
-    for phrase in _PHRASE_RE.findall(normalize(text[:MAX_QUERY_CHARS])):
-        words = [w for run in segmenter.han_words(phrase) for w in run if w not in STOP_WORDS]
-        pairs += [(a, b) for a, b in zip(words, words[1:]) if a != b]
-    unique: dict[frozenset[str], tuple[str, str]] = {}
-    for pair in pairs:
-        unique.setdefault(frozenset(pair), pair)   # NEAR has no order: "a b" and "b a" are one pair
-    pairs = list(unique.values())[:MAX_QUERY_TERMS]
-    if not pairs:
-        return None
-    terms = list(dict.fromkeys(w for pair in pairs for w in pair))
-    match = " OR ".join(f"NEAR({quote_term(a)} {quote_term(b)}, {near_window(a, b, segmenter)})" for a, b in pairs)
-    return FtsQuery(match, terms)
-
-
-def near_window(a: str, b: str, segmenter: Segmenter) -> int:
-    """PROXIMITY_WINDOW plus the sub-words the index writes before ``a`` or
-    ``b``, whichever has more (NEAR has no order: either may come second)."""
-    return PROXIMITY_WINDOW + max(len(segmenter.segment(a)), len(segmenter.segment(b))) - 1
 
 
 def quote_term(term: str) -> str:

@@ -106,7 +106,7 @@ def render_search(response: SearchResponse) -> str:
 
 
 # What each list's score is, where it is not just a score.
-SCORE_NAMES = {"fts": "bm25", "proximity": "bm25", "translated": "bm25", "vector": "cos", "title": "name alike"}
+SCORE_NAMES = {"fts": "bm25", "translated": "bm25", "vector": "cos", "title": "name alike"}
 
 
 def render_explain(ex: Explain, mode: str) -> list[str]:
@@ -126,8 +126,6 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
             if ex.translated_text:
                 lines.append(click.style(f"embedded beside the query for the vector list: {ex.translated_text}",
                                          dim=True))
-        if ex.proximity_match:
-            lines.append(click.style(f"Chinese phrases kept together: {ex.proximity_match}", dim=True))
     for row in ex.ranks:
         parts = [f"{name} #{rank}" + (f" ({SCORE_NAMES.get(name, 'score')} {row.scores[name]})"
                                       if name in row.scores else "") for name, rank in row.ranks.items()]

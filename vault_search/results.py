@@ -44,7 +44,7 @@ class SearchResult:
     # None for a related note. An agent weighs a "vector"-only hit as a guess.
     match: str | None = None
     # How much of the query the note answers, 0-1, on a scale that means the
-    # same for every query (README "Relevance"): the largest of the IDF-weighted
+    # same for every query (docs/ranking.md, "Relevance"): the largest of the IDF-weighted
     # share of the query's words in the matched chunk, the same counting
     # translations (x0.8), and the calibrated vector evidence; 1 for a name
     # match. A search's minimum relevance cuts on it. None for a related note.
@@ -120,7 +120,6 @@ class Explain:
     ranks: list[ExplainRank] = field(default_factory=list)
     translated_match: str | None = None   # the translated words' MATCH, when the query was translated
     translated_text: str | None = None    # ... and what was embedded beside the query for the vector list
-    proximity_match: str | None = None    # hybrid: the NEAR pairs of the query's Chinese phrases, when they found notes
     foreign_query: bool = False            # hybrid: a question in a script the notes mostly are not
     notes_han_share: float | None = None   # hybrid: the notes' share of Han (Reader.han_share)
     untranslated_coverage: float | None = None   # a translated foreign question: the coverage of its

@@ -3,7 +3,7 @@
 Each vault keeps its own ``SearchService`` (index, watcher, reader); this set
 routes a request to the vault it names (by name or path) and, for a search
 that names none, asks every vault and merges the lists by ``relevance`` (the
-one score that means the same across queries and indexes; README
+one score that means the same across queries and indexes; docs/ranking.md,
 "Relevance"), keeping each vault's own order among equals. With more than one
 vault every result names its vault (``vault``), and so does every status
 (``vault_name``: the short name a request names a vault by; the search page
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
 from indexer.errors import UsageValueError
@@ -247,14 +247,21 @@ def merged_explain(answers: list[tuple[str, SearchResponse]], kept: list[SearchR
     rows = {(name, r.path): r for name, e in explains.items() for r in e.ranks}
     ranks: list[ExplainRank] = [VaultRank(**{f.name: getattr(row, f.name) for f in fields(row)}, vault=r.vault or "")
                                 for r in kept if (row := rows.get((r.vault or "", r.path))) is not None]
-    return VaultsExplain(
-        fts_match=either("fts_match") or "", terms=list(dict.fromkeys(t for e in every for t in e.terms)),
-        filters=agreed("filters", None), rrf_k=agreed("rrf_k", None), weights=agreed("weights", {}),
-        term_coverage=agreed("term_coverage", None), ranks=ranks,
-        name_matches={}, translated_match=either("translated_match"), translated_text=agreed("translated_text", None),
-        proximity_match=either("proximity_match"), foreign_query=agreed("foreign_query", False),
-        notes_han_share=agreed("notes_han_share", None), untranslated_coverage=agreed("untranslated_coverage", None),
-        boost_settings=agreed("boost_settings", {}), vaults=explains)
+    # Every field of Explain, so a field added there is merged here: a MATCH
+    # as one OR, the rest where the vaults agree (else the field's empty value).
+    own = {"ranks": ranks, "terms": list(dict.fromkeys(t for e in every for t in e.terms)),
+           "name_matches": {}, "weights": agreed("weights", {}), "fts_match": either("fts_match") or ""}
+    merged = {f.name: own[f.name] if f.name in own
+              else either(f.name) if f.name.endswith("_match")
+              else agreed(f.name, empty_value(f)) for f in fields(Explain)}
+    return VaultsExplain(**merged, vaults=explains)
+
+
+def empty_value(f: Field):
+    """What an ``Explain`` field holds when the vaults disagree on it."""
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return None if f.default is MISSING else f.default
 
 
 def cap_full_texts(response: SearchResponse, limit: int = MAX_FULL_TEXT_BYTES) -> None:

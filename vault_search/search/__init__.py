@@ -14,7 +14,7 @@ commits meanwhile.
                                 frequencies, coverage, a question in the
                                 notes' other script?, its translation
                                 (crosslingual.py) or its Chinese phrases
-3. lists       lists.py         keyword, proximity, translated, vector, latent
+3. lists       lists.py         keyword, translated, vector, latent
                                 and title lists
 4. weights     weights.py       the ranking model: each list's weight and the
                                 rank constant; then reciprocal-rank fusion

@@ -29,7 +29,7 @@ class Trace:
 
 def explain(plan: QueryPlan, trace: Trace, rows: list[Ranked]) -> Explain:
     """Stage 11: the trace of a search that ranked ``rows`` (see the module)."""
-    translation, near = plan.translation, plan.near
+    translation = plan.translation
     return Explain(
         fts_match=plan.fq.match, terms=plan.fq.terms, filters=plan.filters.sql()[0] if plan.filters else None,
         rrf_k=trace.weights.k, weights={name: round(w, 4) for name, w in trace.weights.lists.items()},
@@ -39,7 +39,6 @@ def explain(plan: QueryPlan, trace: Trace, rows: list[Ranked]) -> Explain:
         name_matches={m.path: m.kind for m in trace.named}, ranks=[explain_row(trace, row) for row in rows],
         translated_match=translation.query.match if translation else None,
         translated_text=translation.text if translation and translation.blend > 0 else None,
-        proximity_match=near.match if near and "proximity" in trace.found.lists else None,
         foreign_query=plan.foreign, notes_han_share=None if trace.han_share is None else round(trace.han_share, 3),
         boost_settings=trace.boosted.explain_fields())
 

@@ -1,7 +1,6 @@
 """Stage 3: the lists that vote, each a ranking of notes by its best chunk.
 
 - ``fts``         BM25 over FTS5 (keyword.py): every mode but vector;
-- ``proximity``   hybrid: the query's Chinese phrases kept together (``QueryPlan.near``);
 - ``translated``  hybrid: the query's translation (``QueryPlan.translation``);
 - ``vector``      the chunks nearest the query's embedding (vector.py), steered
                   by the translation when there is one; every mode but fts;
@@ -54,8 +53,6 @@ def retriever_lists(reader: Reader, plan: QueryPlan) -> Found:
     lists, mode = found.lists, plan.mode
     if mode in ("fts", "hybrid"):
         lists["fts"] = keyword_list(reader, plan, plan.fq)
-    if plan.near is not None and mode == "hybrid" and (hits := keyword_list(reader, plan, plan.near)):
-        lists["proximity"] = hits
     if plan.translation is not None and mode in ("fts", "hybrid"):
         lists["translated"] = keyword_list(reader, plan, plan.translation.query)
     allowed = allowed_chunks(reader, plan.filters) if mode in ("vector", "hybrid") and plan.fq.terms else None
@@ -129,7 +126,7 @@ def latent_list(reader: Reader, plan: QueryPlan, allowed: Any, warnings: list[st
     question and its word by word translation, read as one text. The sparse
     head's features are more alike across languages than words are, and the
     translation adds the notes' own words: on XQuAD across languages this list
-    lifts hybrid nDCG@10 by 0.016-0.021 (benchmarks/README.md, fifth stop).
+    lifts hybrid nDCG@10 by 0.016-0.021 (docs/ranking-log.md, "Fifth stop").
     A note it alone finds carries no evidence of its own (relevance.evidence):
     its relevance is what its words and vectors show. When the query's latent
     terms cannot be had, the search goes on without the list, and says so."""

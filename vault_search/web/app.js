@@ -308,7 +308,7 @@
   // names it (search --explain), and the fused order that cites them.
   const LISTS = {
     fts: ["keyword", "keyword (BM25)", "bm25"], translated: ["translated", "translated (BM25)", "bm25"],
-    proximity: ["phrases", "phrases kept together (BM25)", "bm25"], vector: ["vector", "vector (cosine)", "cos"],
+    vector: ["vector", "vector (cosine)", "cos"],
     latent: ["latent", "latent terms", "score"], title: ["title", "title (name alike)", "name alike"],
   };
   const listName = (name, i) => (LISTS[name] || [name, name, "score"])[i];
