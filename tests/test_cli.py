@@ -180,3 +180,22 @@ def test_progress_lines_count_a_stages_rate_from_its_first_report(monkeypatch, c
     lines(9000, 10000)      # found in the cache at once, at the stage's first report
     lines(10000, 10000)     # then 1,000 embedded in 50 s
     assert capsys.readouterr().err.splitlines()[-1] == "embedding: 10000/10000 chunks (100%), 20.0/s"
+
+
+def test_a_keyword_only_index_translates_a_question_in_the_notes_other_language(cli, tmp_path):
+    """Translation needs no vectors: `index --no-embed` of Chinese notes still
+    answers an English question by its translation in a default search; an
+    explicit --mode fts searches the words as typed."""
+    vault = tmp_path / "zh"
+    write(vault / "数据库索引.md", "# 数据库索引\n\n给数据库的表建索引，查询就快了。B 树索引最常见。\n")
+    write(vault / "花园.md", "# 花园\n\n春天在花园里种番茄和黄瓜，每天浇水。\n")
+    write(vault / "旅行.md", "# 旅行\n\n坐火车去杭州，看西湖，吃小笼包。\n")
+    index = tmp_path / "zh-index"
+    assert cli("index", "--no-embed", vault_dir=vault, index=index).code == 0
+    r = cli("search", "database index", "--json", "--explain", vault_dir=vault, index=index)
+    assert r.code == 0, r
+    data = r.json()
+    assert data["mode"] == "fts" and data["results"][0]["path"] == "数据库索引.md"
+    assert "数据库" in data["explain"]["translated_match"]
+    exact = cli("search", "database index", "--json", "--explain", "--mode", "fts", vault_dir=vault, index=index)
+    assert exact.json()["results"] == [] and exact.json()["explain"]["translated_match"] is None

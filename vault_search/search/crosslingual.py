@@ -145,12 +145,13 @@ def whole_words(terms: list[str], sources: dict[str, list[str]],
     return out
 
 
-def needs_translation(mode: str, fq: FtsQuery, coverage: float | None, foreign: bool = False) -> bool:
-    """The hybrid translates a query when less than TRANSLATE_BELOW of its words
+def needs_translation(fq: FtsQuery, coverage: float | None, foreign: bool = False) -> bool:
+    """A query is translated when less than TRANSLATE_BELOW of its words
     (IDF-weighted) occur in the index, or when it is ``foreign``: written in a
     script the notes mostly are not (``foreign_query``). Either way, a question
-    in the notes' other language."""
-    if mode != "hybrid" or not fq.terms or coverage is None:
+    in the notes' other language. ``coverage`` is None where the search may not
+    translate (``plan.may_translate``)."""
+    if not fq.terms or coverage is None:
         return False
     return foreign or coverage < TRANSLATE_BELOW
 

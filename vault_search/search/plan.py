@@ -61,8 +61,8 @@ class QueryPlan(Request):
     mode: str                        # "hybrid", "fts" or "vector"
     fq: FtsQuery                     # the query's words, OR-ed
     freqs: Frequencies               # the chunks holding each word
-    coverage: float | None           # hybrid: the IDF-weighted share of its words the index knows
-    foreign: bool                    # hybrid: a question in a script the notes mostly are not
+    coverage: float | None           # a search that may translate: the IDF-weighted share of its words the index knows
+    foreign: bool                    # ... and whether it is a question in a script the notes mostly are not
     depth: int                       # notes each list contributes
     embedded: int                    # chunks vector search can see ...
     chunks: int                      # ... of all chunks (both 0 for a keyword-only index)
@@ -105,8 +105,9 @@ def plan_query(reader: Reader, request: Request) -> QueryPlan:
     reader.segmenter.prepare([request.text])
     fq = fts_query(request.text, reader.segmenter)
     freqs = document_frequencies(reader.conn, fq.terms)
-    coverage = term_coverage(reader.conn, fq.terms, freqs) if mode == "hybrid" else None
-    foreign = mode == "hybrid" and foreign_query(reader, fq)
+    translates = may_translate(mode, request.options.mode, reader.has_vectors())
+    coverage = term_coverage(reader.conn, fq.terms, freqs) if translates else None
+    foreign = translates and foreign_query(reader, fq)
     embedded, chunks = vector_coverage(reader.conn, reader.model_spec)
     plan = QueryPlan(**vars(request), mode=mode, fq=fq, freqs=freqs, coverage=coverage, foreign=foreign,
                      depth=note_depth(mode, request.limit, request.options.depth), embedded=embedded, chunks=chunks)
@@ -121,6 +122,13 @@ def resolve_mode(mode: str | None, has_vectors: bool) -> str:
             f"--mode {mode} needs embeddings, which this index does not have; "
             "run `vault-search index` (without --no-embed), or use --mode fts")
     return mode
+
+
+def may_translate(mode: str, asked: str | None, has_vectors: bool) -> bool:
+    """Whether a question in the notes' other language may be translated: in
+    the hybrid, and in a default search of a keyword-only index (translation
+    needs no vectors); an explicit ``--mode fts`` searches the words as typed."""
+    return mode == "hybrid" or (asked is None and not has_vectors)
 
 
 def note_depth(mode: str, limit: int, depth: int | None = None) -> int:
@@ -141,7 +149,7 @@ def side_queries(reader: Reader, plan: QueryPlan) -> QueryPlan:
     """Stage 2b: the query's translation when it needs one
     (``crosslingual.needs_translation``)."""
     translation = None
-    if needs_translation(plan.mode, plan.fq, plan.coverage, plan.foreign):
+    if needs_translation(plan.fq, plan.coverage, plan.foreign):
         han = frozenset(w for run in reader.segmenter.han_words(plan.text) for w in run)
         translation = translated_query(reader.conn, plan.fq, han)
     if translation is not None and not plan.foreign:

@@ -146,7 +146,7 @@ def model_keyword_weight(features: QueryFeatures, model: Model | None = None) ->
     (``untranslated``), and keeps ``foreign_keyword_share`` of its weight by
     all its words for the words that have a translation and are written as is too."""
     model = model or MODEL
-    if features.mode != "hybrid" or features.coverage is None:
+    if features.coverage is None:   # a search that may not translate (plan.may_translate)
         return model.keyword
     weight = keyword_weight(features.coverage, model.keyword, model.full_coverage, model.coverage_power)
     if features.untranslated is None:
