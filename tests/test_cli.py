@@ -199,3 +199,21 @@ def test_a_keyword_only_index_translates_a_question_in_the_notes_other_language(
     assert "数据库" in data["explain"]["translated_match"]
     exact = cli("search", "database index", "--json", "--explain", "--mode", "fts", vault_dir=vault, index=index)
     assert exact.json()["results"] == [] and exact.json()["explain"]["translated_match"] is None
+
+
+def test_a_pipe_gets_no_best_guesses_and_nothing_is_returned_at_no_relevance(cli):
+    """Issue 37 item 5: `search flibbertigibbet` returned three "best guesses"
+    at relevance 0.00, and --format paths piped them as if they were hits."""
+    assert cli("index", "--model", "hash:64").code == 0
+    nothing = cli("search", "flibbertigibbet", "--json").json()
+    assert nothing["results"] == [] and "guesses" not in nothing
+    assert any("no note answers this" in w for w in nothing["warnings"])
+    weak = cli("search", "ceremony flibbertigibbet wobblefrost quizzaciously", "--json").json()
+    assert weak["guesses"] is True and 0 < len(weak["results"]) <= 3
+    assert any(r["relevance"] > 0 for r in weak["results"]) and all(r["relevance"] < 0.4 for r in weak["results"])
+    for fmt in ("paths", "paths0"):
+        piped = cli("search", "ceremony flibbertigibbet wobblefrost quizzaciously", "--format", fmt)
+        assert piped.code == 0 and piped.out == "" and "best guesses" in piped.err
+    clear = cli("search", "tea ceremony", "--format", "paths")
+    assert clear.out.splitlines()[0] == "Notes/Travel/Kyoto trip.md"
+    assert "guesses" not in cli("search", "tea ceremony", "--json").json()

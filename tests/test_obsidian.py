@@ -331,6 +331,17 @@ def test_format_paths_and_md(memory_vault, cli):
     assert md.count("\n- [[") == 2 and "  > " in md
 
 
+def test_format_md_links_to_the_heading_of_the_hit(tmp_path, cli):
+    """Issue 37 item 15: `[[Note#Heading]]`, so the link opens the section that matched."""
+    vault = tmp_path / "v"
+    write(vault / "Guide.md", "# Guide\n\nIntro words.\n\n## Setup [beta] | #1\n\nInstall the zephyrine tool.\n\n"
+                              "## Usage\n\nRun it daily.\n")
+    write(vault / "Top.md", "# Top\n\nzephyrine at the top.\n")
+    cli("index", "--no-embed", vault_dir=vault)
+    md = cli("search", "zephyrine", "--format", "md", vault_dir=vault).out
+    assert "[[Guide#Setup beta 1|Guide]]" in md and "[[Top]]" in md and "[[Top#" not in md
+
+
 def test_links_and_tags_commands(memory_vault, cli):
     write(memory_vault / "Inbox" / "dangling.md", "# Dangling\n\nSee [[No Such Note]] and ![[photo.png]] and [[Home]].\n")
     cli("index", "--no-embed")

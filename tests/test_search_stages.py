@@ -113,14 +113,52 @@ def test_relevance_cuts_weak_answers_and_keeps_name_matches():
     out = relevant(fused, strong, None)
     # note 3: 0.8 x 0.1 < the floor; 5 and 7 have no evidence at all
     assert [(f.note_id, f.relevance) for f in out] == [(1, 0.9), (2, 0.5), (4, 0.6), (6, DEFAULT_MIN_RELEVANCE)]
-    assert weak_warning(out, None, 10) is None
+    assert weak_warning(out, None, 10, True, False) is None
     weak = {n: Evidence(vector=0.1) for n in range(1, 8)}
     guesses = relevant(fused, weak, None)
     assert [f.note_id for f in guesses] == [1, 2, 3][:WEAK_LIMIT] and 0.1 < STRONG_RELEVANCE
-    assert "3 best guesses" in weak_warning(guesses, None, 10) and weak_warning(guesses, 0.0, 10) is None
+    assert "3 best guesses" in weak_warning(guesses, None, 10, True, True)
+    assert weak_warning(guesses, 0.0, 10, True, True) is None
     assert [f.note_id for f in relevant(fused, weak, 0.0)] == list(range(1, 8))    # --min-score 0: no cut
     named = [Fused(5, 2.0, 50, name_match="title")] + fused[:4]
     assert relevant(named, weak, 0.5)[0].relevance == 1.0 and len(relevant(named, weak, 0.5)) == 1
+
+
+def test_guesses_without_any_evidence_are_not_returned():
+    from vault_search.search.relevance import Evidence, relevant, weak_warning
+
+    fused = [Fused(n, 1.0 - n / 10, n * 10) for n in range(1, 5)]
+    none = {n: Evidence() for n in range(1, 5)}
+    assert relevant(fused, none, None) == [] and "no note answers this" in weak_warning([], None, 10, True, False)
+    assert weak_warning([], None, 10, False, False) is None        # nothing found: the empty list says it
+    some = {**none, 2: Evidence(vector=0.1)}                         # one guess with evidence: the best three
+    assert [f.note_id for f in relevant(fused, some, None)] == [1, 2, 3]
+    beyond = {**none, 4: Evidence(vector=0.1)}                       # evidence past the guesses: none
+    assert relevant(fused, beyond, None) == []
+
+
+def test_keyword_evidence_is_full_only_for_the_words_together(tmp_path):
+    """Relevance does not saturate wherever a note holds every word: the words
+    as close together as the query has them are one unit more."""
+    from vault_search.search.relevance import Evidence, keyword_evidence, together_match
+
+    notes = {"phrase.md": "# Due dates\n\nSet a due date on a task.\n",
+             "apart.md": "# Meeting\n\nThe date of the meeting. Rent is due monthly.\n",
+             "one.md": "# Calendar\n\nPick a date.\n"}
+    with Index.open(_vault_of(tmp_path / "v", notes), tmp_path / "index", create=True) as idx:
+        idx.sync(model=None)
+        assert together_match("due date", ["due", "date"], idx.segmenter) == 'NEAR("due" "date", 0)'
+        assert together_match("how do I postpone a task", ["postpone", "task"], idx.segmenter) == \
+            'NEAR("postpone" "task", 1)'
+        assert together_match("due", ["due"], idx.segmenter) is None
+        relevance = {r.path: r.relevance for r in idx.search("due date", min_score=0).results}
+        assert relevance["phrase.md"] == 1.0 and relevance["apart.md"] == pytest.approx(2 / 3, abs=0.001)
+        assert 0 < relevance["one.md"] < relevance["apart.md"]
+        assert [r.path for r in idx.search("due date", min_score=0.99).results] == ["phrase.md"]
+        assert {r.path: r.relevance for r in idx.search("date", min_score=0).results}["one.md"] == 1.0
+    assert keyword_evidence({1: 1.0, 2: 0.5}, 2, {1}) == {1: 1.0, 2: 1 / 3}
+    # The default cut weighs the words apart: a note with half of them is no weaker an answer.
+    assert Evidence(keyword=0.5, together=1 / 3).answers == 0.5 and Evidence(keyword=0.5, together=1 / 3).relevance == 1 / 3
 
 
 def test_title_grams_tolerate_typos_and_word_order():

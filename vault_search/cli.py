@@ -444,7 +444,7 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
             click.echo(render_csv(response).encode("utf-8", "surrogateescape"), nl=False)   # bytes: as they are
         elif fmt == "paths0":
             click.echo(render_paths0(response), nl=False)  # bytes: written as they are, never ANSI-stripped
-        elif response.results:
+        elif response.results and not (fmt == "paths" and response.guesses):
             click.echo(render_paths(response) if fmt == "paths" else render_markdown(response))
         for warning in response.warnings:
             click.echo(f"warning: {printable(warning)}", err=True)

@@ -163,6 +163,15 @@ def chunks_containing(conn: sqlite3.Connection, terms: list[str], chunk_ids: lis
     return {term: _containing(conn, term, wanted, df[term]) for term in dict.fromkeys(terms)}
 
 
+def chunks_matching(conn: sqlite3.Connection, match: str, chunk_ids: list[int]) -> set[int]:
+    """The chunks among ``chunk_ids`` that an FTS5 ``match`` finds."""
+    if not chunk_ids:
+        return set()
+    return {cid for (cid,) in conn.execute(
+        f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({','.join('?' * len(chunk_ids))})",
+        [match, *chunk_ids])}
+
+
 # A term whose chunks number at most this many times the candidates is read
 # within the candidates' id range and filtered here; a commoner one is
 # looked up by ``rowid IN (...)``.

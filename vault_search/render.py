@@ -168,7 +168,10 @@ def render_csv(response: SearchResponse) -> str:
 def render_paths(response: SearchResponse) -> str:
     """One vault path per line (each note once), for pipes and xargs; a
     control character in a path is shown escaped, so a name never spans two
-    lines (``render_paths0`` gives the exact names)."""
+    lines (``render_paths0`` gives the exact names). Best guesses
+    (``response.guesses``) are no hits: a pipe gets none of them."""
+    if response.guesses:
+        return ""
     # The backslash too, or a name holding a newline and one holding "\\n"
     # would print the same (Obsidian allows no backslash in a note's name).
     return "\n".join(printable(p.replace("\\", "\\\\")) for p in dict.fromkeys(r.path for r in response.results))
@@ -176,7 +179,9 @@ def render_paths(response: SearchResponse) -> str:
 
 def render_paths0(response: SearchResponse) -> bytes:
     """Each note's exact path once, NUL-terminated (``find -print0`` style),
-    for ``xargs -0``."""
+    for ``xargs -0``; none for best guesses, as ``render_paths``."""
+    if response.guesses:
+        return b""
     return b"".join(p.encode("utf-8", "surrogateescape") + b"\0"
                     for p in dict.fromkeys(r.path for r in response.results))
 
@@ -197,14 +202,28 @@ def markdown_text(text: str) -> str:
     return _ORDERED_ITEM_RE.sub(r"\1\\\2", _MARKDOWN_SPECIAL_RE.sub(lambda m: "\\" + m.group(), text))
 
 
+def heading_anchor(heading: str | None, title: str | None) -> str:
+    """The ``#Heading`` part of an Obsidian link to a hit's section: its own
+    (innermost) heading, without the characters a link target cannot hold;
+    "" for the note's top (no heading, or the heading is the title)."""
+    inner = (heading or "").rsplit(" > ", 1)[-1]
+    inner = " ".join(_LINK_UNSAFE_RE.sub(" ", inner).split())
+    return f"#{inner}" if inner and inner != (title or "").strip() else ""
+
+
+# What ends or splits an Obsidian link target: [[a#b|c]] and ^block ids.
+_LINK_UNSAFE_RE = re.compile(r"[\[\]|#^]")
+
+
 def render_markdown(response: SearchResponse) -> str:
-    """A Markdown list: an Obsidian link, the lines, and the snippet, per
-    result. The snippet is the reading view's text, escaped (``markdown_text``):
-    a tag, link or HTML in it stays text in the note it is pasted into."""
+    """A Markdown list: an Obsidian link to the hit's section, the lines, and
+    the snippet, per result. The snippet is the reading view's text, escaped
+    (``markdown_text``): a tag, link or HTML in it stays text in the note it
+    is pasted into."""
     lines = []
     for r in response.results:
         path, title = printable(r.path), printable(r.title)
-        target = path[:-3] if path.endswith(".md") else path
+        target = (path[:-3] if path.endswith(".md") else path) + heading_anchor(printable(r.heading or ""), title)
         label = f"[[{target}|{title}]]" if title and title != target.rsplit("/", 1)[-1] else f"[[{target}]]"
         extra = " (related)" if r.related else ""
         extra += " (stale)" if r.stale else ""

@@ -155,12 +155,18 @@ class SearchResponse:
     tokens: int | None = None
     token_budget: int | None = None
     token_counter: str | None = None
+    # The hybrid's default cut kept only its best guesses: no note answers the
+    # query clearly (a warning says so; the pipe formats print none of them).
+    # In the JSON only when true.
+    guesses: bool = False
 
     def to_dict(self) -> dict:
         data = asdict(replace(self, explain=None))
         del data["terms"], data["explain"]
         if self.tokens is None:
             del data["tokens"], data["token_budget"], data["token_counter"]
+        if not self.guesses:
+            del data["guesses"]
         for result in data["results"]:
             for key in ("text", "trimmed", "vault"):
                 if result[key] is None:

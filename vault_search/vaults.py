@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from indexer.errors import UsageValueError
 
@@ -223,7 +223,9 @@ def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float)
     mode = max(set(modes), key=modes.count)
     warnings += [f"{name}: searched in {a.mode} mode (not {mode})" for name, a in answers if a.mode != mode]
     first = answers[0][1]
+    guessed = [a.guesses for _, a in answers if a.results]
     return replace(first, mode=mode, took_ms=round(took_ms, 2), warnings=warnings, results=kept,
+                   guesses=bool(kept) and bool(guessed) and all(guessed),
                    explain=merged_explain(answers, kept),
                    terms=list(dict.fromkeys(t for _, a in answers for t in a.terms)))
 
@@ -251,7 +253,7 @@ def merged_explain(answers: list[tuple[str, SearchResponse]], kept: list[SearchR
     # as one OR, the rest where the vaults agree (else the field's empty value).
     own = {"ranks": ranks, "terms": list(dict.fromkeys(t for e in every for t in e.terms)),
            "name_matches": {}, "weights": agreed("weights", {}), "fts_match": either("fts_match") or ""}
-    merged = {f.name: own[f.name] if f.name in own
+    merged: dict[str, Any] = {f.name: own[f.name] if f.name in own
               else either(f.name) if f.name.endswith("_match")
               else agreed(f.name, empty_value(f)) for f in fields(Explain)}
     return VaultsExplain(**merged, vaults=explains)

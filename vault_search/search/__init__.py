@@ -70,7 +70,7 @@ def run(reader: Reader, query: str, options: SearchOptions | None = None,
         weights = fusion_weights(plan.features(found.lists), plan.options)                    # 4
         fused = rrf(found.lists, weights.lists, weights.k, weights.score_share)
         fused, named = names_first(reader.conn, plan, fused)                                  # 5
-        assessed = assess(reader.conn, plan, found.lists, fused)                              # 6
+        assessed = assess(reader.conn, plan, found.lists, fused, reader.segmenter)            # 6
         boosted = apply_boosts(reader, plan, assessed.fused, now)                             # 7
         rows = result_rows(reader, plan, boosted.fused[:plan.keep])                           # 8
         candidates = rerank_candidates(reader.conn, rows[:plan.judge.top_n]) if plan.judge else []
@@ -84,7 +84,8 @@ def run(reader: Reader, query: str, options: SearchOptions | None = None,
         warnings=[*plan.fq.warnings, *found.warnings, *assessed.warnings, *boosted.warnings, *problems,
                   *page.warnings],
         results=page.results, explain=explain(plan, trace, rows) if plan.options.explain else None,   # 11
-        terms=plan.fq.terms, tokens=page.tokens, token_budget=page.token_budget, token_counter=page.token_counter)
+        terms=plan.fq.terms, tokens=page.tokens, token_budget=page.token_budget, token_counter=page.token_counter,
+        guesses=assessed.guesses and bool(page.results))
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,6 @@ def fusion_inputs(reader: Reader, query: str, options: SearchOptions | None = No
         plan = plan_query(reader, request)
         found = retriever_lists(reader, plan)
         every = rrf(found.lists, {}, 1.0)
-        proofs = evidence(reader.conn, plan, every, found.lists)
+        proofs = evidence(reader.conn, plan, every, found.lists, reader.segmenter)
         return FusionInputs(plan.features(found.lists), found.lists, name_matches(reader.conn, plan),
                             {note: proof.relevance for note, proof in proofs.items()})
