@@ -181,7 +181,7 @@ def test_dates_relative_and_at_month_or_year_precision(shared):
 
     def paths(*args):
         return set(run(shared, "search", "迁移 stand-up reading running", "--mode", "fts", "--format", "paths",
-                       *args).output.split())
+                       *args).stdout.split())
 
     november = paths("--path", "memory", "--after", "2026-11")
     assert november == {"memory/2026-11-01.md", "memory/2026-11-02.md"}

@@ -135,7 +135,8 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
         if row.name_match:
             parts.append(f"query is its {row.name_match}: ranked first")
         if row.recency_factor is not None:
-            parts.append(f"dated {row.date}, recency x{row.recency_factor:.3f}")
+            aged = f"dated {row.date}" if row.date else f"undated, modified {row.modified}"
+            parts.append(f"{aged}, recency x{row.recency_factor:.3f}")
         if row.boost_factor is not None:
             shown = "missing" if row.boost_value is None else f"{row.boost_value:g}"
             parts.append(f"boost {shown} x{row.boost_factor:.3f}")

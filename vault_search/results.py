@@ -69,7 +69,8 @@ class ExplainRank:
     blended_score: float | None
     # In the JSON only when set:
     name_match: str | None = None    # "title", "alias" or "file": the query is this note's name
-    date: str | None = None          # with recency_factor: the date a recency half-life aged it by
+    date: str | None = None          # with recency_factor: the date a recency half-life aged it by ...
+    modified: str | None = None      # ... else, for a note without a date, its file's modification time
     recency_factor: float | None = None
     relevance: float | None = None       # as in the result, with its parts below
     evidence: dict | None = None         # keyword, translated, vector, name: each 0-1
@@ -90,7 +91,8 @@ class ExplainRank:
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        for key in ("name_match", "date", "recency_factor", "relevance", "evidence", "boost_value", "boost_factor"):
+        for key in ("name_match", "date", "modified", "recency_factor", "relevance", "evidence", "boost_value",
+                    "boost_factor"):
             if data[key] is None:
                 del data[key]
         return {**data, **{key: getattr(self, key) for key in self.LEGACY}}
