@@ -184,6 +184,24 @@ def test_the_query_log_is_opt_in_bounded_to_the_index_folder_and_lists_misses(tm
         assert len(first.entries) == 1 and first.enabled
 
 
+def test_a_get_follows_only_the_last_search_that_listed_the_note(tmp_path):
+    vault = copy_tree(SAMPLE_VAULT, tmp_path / "v")
+    write(vault / ".vault-search.toml", "log_queries = true\n")
+    args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
+    runner = CliRunner()
+    assert runner.invoke(main, [*args, "index", "--no-embed"]).exit_code == 0
+    for query in ("kyoto", "tea ceremony", "数据库 索引", "tea"):
+        assert runner.invoke(main, [*args, "search", query, "--mode", "fts"]).exit_code == 0
+    assert runner.invoke(main, [*args, "get", "Kyoto trip"]).exit_code == 0
+    logged = json.loads(runner.invoke(main, [*args, "log", "--json"]).stdout)["entries"]
+    listed = {e["query"]: any(t["path"] == "Notes/Travel/Kyoto trip.md" for t in e["top"]) for e in logged}
+    assert listed == {"kyoto": True, "tea ceremony": True, "数据库 索引": False, "tea": True}
+    assert {e["query"]: e["followed"] for e in logged} == {"tea": True, "数据库 索引": False, "tea ceremony": False,
+                                                           "kyoto": False}
+    misses = json.loads(runner.invoke(main, [*args, "log", "--misses", "--json"]).stdout)["entries"]
+    assert [e["query"] for e in misses] == ["数据库 索引", "tea ceremony", "kyoto"]
+
+
 def test_the_log_keeps_only_the_last_entries(tmp_path, monkeypatch):
     from vault_search import querylog
     from vault_search.results import SearchResponse
