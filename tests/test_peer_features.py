@@ -142,6 +142,40 @@ def test_multi_get_by_glob_folder_and_name_within_a_cap(shared):
         shared, "multi-get", "Deep Work", "--max-lines", "2").output
 
 
+def test_multi_get_reads_the_good_names_and_lists_each_bad_one(shared):
+    from mcp import Client
+
+    from vault_search.mcp_server import build_server
+    from vault_search.service import SearchService
+
+    names = ["Deep Work", "No Such Note", "Same", "nowhere/*.md", "../up"]
+    data = json.loads(run(shared, "multi-get", *names, "--json").stdout)
+    assert [n["path"] for n in data["notes"]] == ["Notes/Reading/Deep Work.md"]
+    assert data["missing"] == [
+        {"pattern": "No Such Note", "error": "No Such Note: no note has this path, name or alias"},
+        {"pattern": "Same", "error": "'Same' names 2 notes: A/Same.md, B/Same.md; give the path"},
+        {"pattern": "nowhere/*.md", "error": "nowhere/*.md: no indexed note matches this glob"},
+        {"pattern": "../up", "error": "../up: outside the vault"}]
+    text = run(shared, "multi-get", *names)
+    assert text.exit_code == 0   # some notes were read: exit 1 only when no name names a note
+    assert text.stdout.endswith("not found (the notes above were read):\n"
+                                "  No Such Note: no note has this path, name or alias\n"
+                                "  'Same' names 2 notes: A/Same.md, B/Same.md; give the path\n"
+                                "  nowhere/*.md: no indexed note matches this glob\n  ../up: outside the vault\n")
+    every_bad = run(shared, "multi-get", "No Such Note", "Same")
+    assert every_bad.exit_code == 1 and every_bad.stderr == (
+        "error: No Such Note: no note has this path, name or alias\n")
+    vault, index_dir = shared
+
+    async def session():
+        async with Client(build_server(lambda: SearchService(vault, index_dir, watch=False, warm=False))) as client:
+            many = await client.call_tool("multi_get", {"paths": ["Deep Work", "No Such Note"]})
+            assert not many.is_error and len(many.structured_content["notes"]) == 1
+            assert many.structured_content["missing"] == [data["missing"][0]]
+
+    asyncio.run(session())
+
+
 def test_ls_lists_folders_with_counts_then_notes(shared):
     root = json.loads(run(shared, "ls", "--json").output)
     folders = {f["path"]: f["notes"] for f in root["folders"]}

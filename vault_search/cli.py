@@ -562,7 +562,7 @@ def get(ctx, location, as_json, line_numbers):
               help="Stop at this many bytes in all; what does not fit is listed as cut.")
 @click.option("--max-lines", type=click.IntRange(1), default=None, metavar="N",
               help="At most N lines of each note's text; its frontmatter comes whole and does not count.")
-@click.option("--json", "as_json", is_flag=True, help="Print {notes, cut, bytes, max_bytes} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {notes, cut, bytes, max_bytes, missing} as JSON.")
 @click.pass_context
 def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
     """Print several notes: a glob, a folder, paths or names.
@@ -574,7 +574,9 @@ def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
       vault-search multi-get Home "Deep Work" 数据库索引
 
     * and ? stay inside a folder, ** crosses folders. Notes come in the
-    order named (a glob's in path order) until --max-bytes is reached.
+    order named (a glob's in path order) until --max-bytes is reached. A
+    name that names no note is listed at the end and the others are read;
+    the exit status is 1 only when no name names a note.
     """
     from .render import render_notes
 

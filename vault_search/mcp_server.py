@@ -198,7 +198,8 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
                                                    json_schema_extra={"minimum": 1})] = None,
             vault: VaultParam = None) -> dict[str, Any]:
         """Read several notes at once, in the order named (a glob's in path order), until max_bytes is
-        reached. `cut` lists the notes left out or cut short: read those with `get`."""
+        reached. `cut` lists the notes left out or cut short: read those with `get`; `missing` each name that
+        named no note (or several), with why, while the others are read."""
         patterns = [paths] if isinstance(paths, str) else list(paths)
         return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
 

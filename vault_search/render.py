@@ -282,6 +282,9 @@ def render_notes(texts: NoteTexts) -> str:
     if texts.cut:
         out.append("left out or cut short (--max-bytes, --max-lines):")
         out.extend(f"  {printable(c.path)}  {c.bytes} bytes, {c.reason}" for c in texts.cut)
+    if texts.missing:
+        out.append("not found (the notes above were read):")
+        out.extend(f"  {printable(m.error)}" for m in texts.missing)
     return "\n".join(out).rstrip("\n")
 
 

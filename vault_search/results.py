@@ -314,12 +314,20 @@ class CutNote:
 
 
 @dataclass
+class MissingNote:
+    """A pattern of ``multi-get`` that named no note (or several by one name): the others are still read."""
+    pattern: str
+    error: str       # the one-line error a ``get`` of it gives
+
+
+@dataclass
 class NoteTexts:
     """``multi-get``: notes in path order, within ``max_bytes`` in all."""
     notes: list[NoteText] = field(default_factory=list)
     cut: list[CutNote] = field(default_factory=list)
     bytes: int = 0
     max_bytes: int = 0
+    missing: list[MissingNote] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
