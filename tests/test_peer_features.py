@@ -242,6 +242,12 @@ def test_mcp_schema_an_agent_can_use():
             assert prop.get("description"), (tool.name, name)
     description = tools["search"].description
     assert "relevance" in description and "fewer than `limit` results" in description
+    # each tool's vault parameter says what that tool does without one (issue 37)
+    vault = {name: tool.input_schema["properties"]["vault"]["description"] for name, tool in tools.items()}
+    assert vault["search"].endswith("default: every vault, each result naming its own.")
+    assert vault["status"].endswith("default: the only vault's status (with several, each vault's).")
+    assert all(v.endswith("default: the only vault (with several, name one).") for name, v in vault.items()
+               if name not in ("search", "status")), vault
 
 
 def test_mcp_errors_name_parameters_and_a_string_stands_for_a_list(shared):
@@ -260,6 +266,12 @@ def test_mcp_errors_name_parameters_and_a_string_stands_for_a_list(shared):
                 bad.content[0].text
             half = await client.call_tool("search", {"query": "x", "recency_half_life": -1})
             assert half.is_error and "recency_half_life must be" in half.content[0].text
+            # an argument the tool does not take is refused, naming the closest one, as HTTP does (issue 37)
+            misspelt = await client.call_tool("search", {"query": "索引", "tag": "数据库"})
+            assert misspelt.is_error and misspelt.content[0].text == "search takes no parameter 'tag' (did you mean " \
+                                                                     "'tags'?)"
+            stray = await client.call_tool("get", {"path": "Home.md", "zzz": 1})
+            assert stray.is_error and stray.content[0].text == "get takes no parameter 'zzz'"
             tagged = await client.call_tool("search", {"query": "索引", "tags": "数据库", "mode": "fts"})
             assert not tagged.is_error and tagged.structured_content["results"]
             assert all("数据库" in r["tags"] for r in tagged.structured_content["results"])
