@@ -326,7 +326,14 @@ def test_mcp_over_http_on_serve_and_several_vaults(shared, tmp_path):
             "error"].startswith("--after expects")
         assert _http(port, "/get?path=kyoto")[0] == 400
         assert _http(port, f"/get?path=kyoto&vault={memory}")[1]["path"] == "kyoto.md"
-        assert _http(port, "/search?q=x&vault=elsewhere")[0] == 409
+        assert _http(port, "/search?q=x&vault=elsewhere") == (
+            409, {"error": "no vault named 'elsewhere' here; this server serves vault, memory"})
+        # an error names vaults, never where they (or their indexes) lie on this machine (issue 37)
+        outside = _http(port, f"/get?path={memory.parent}/x.md&vault=memory")
+        assert outside[0] == 403 and outside[1]["error"].endswith(": outside the vault (memory); refusing to read it")
+        assert str(vault) not in outside[1]["error"].split(":")[-1] and str(memory) + ")" not in outside[1]["error"]
+        unreadable = _http(port, f"/get?path={vault}/Home.md&vault=memory")[1]["error"]
+        assert "(memory)" in unreadable and "/" + memory.name + ")" not in unreadable
         assert len(_http(port, "/status")[1]["vaults"]) == 2
 
         # MCP over streamable HTTP, behind the same Host/Origin checks.
@@ -345,6 +352,9 @@ def test_mcp_over_http_on_serve_and_several_vaults(shared, tmp_path):
                 assert {r["vault"] for r in everywhere.structured_content["results"]} == {"vault", "memory"}
                 lines = await client.call_tool("get", {"path": "Home:1-2", "vault": "vault"})
                 assert lines.structured_content["end_line"] == 2
+                wrong = await client.call_tool("get", {"path": "Home", "vault": str(tmp_path)})
+                assert wrong.is_error and wrong.content[0].text.endswith(
+                    f": no vault named '{tmp_path}' here; this server serves vault, memory")
 
         asyncio.run(session())
     finally:

@@ -101,8 +101,8 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
     def call(fn):
         try:
             return fn(state["service"])
-        except VaultSearchError as exc:
-            raise ToolError(agent_words(str(exc), names)) from None
+        except VaultSearchError as exc:   # vaults named, never their folders (the server may be serve's)
+            raise ToolError(agent_words(state["service"].without_paths(str(exc)), names)) from None
         except (ValueError, TypeError) as exc:
             # A value the library could not take (HTTP's 400): the agent's
             # mistake, told in one line, never a traceback in the server's log.
