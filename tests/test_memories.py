@@ -247,6 +247,22 @@ def test_timeline_and_today(shared, tmp_path):
     assert [e["title"] for e in same["entries"]] == ["Alpha", "Beta"]
 
 
+def test_a_timeline_with_nothing_dated_says_so_in_one_line(shared):
+    undated = run(shared, "ls", "Notes", "--timeline")
+    assert undated.exit_code == 0 and undated.stdout == (
+        "no daily-log entries in Notes/ (an entry is a '### HH:MM - Title' heading in a note dated by its "
+        "frontmatter or its YYYY-MM-DD file name)\n")
+    window = run(shared, "ls", "memory", "--timeline", "--after", "2030-01", "--before", "2030-02")
+    assert window.stdout.startswith("no daily-log entries in memory/ from 2030-01 to 2030-02 (an entry is")
+    assert run(shared, "ls", "memory", "--timeline", "--before", "2020").stdout.startswith(
+        "no daily-log entries in memory/ up to 2020 (")
+    assert cli_json(shared, "ls", "Notes", "--timeline") == {"folder": "Notes/", "entries": []}
+    vault, index_dir = shared
+    missing = CliRunner().invoke(main, ["--vault", str(vault), "--index-dir", str(index_dir), "ls", "nowhere",
+                                        "--timeline"])
+    assert missing.exit_code == 1 and missing.stderr == "error: nowhere/: no indexed notes in this folder\n"
+
+
 def test_a_pack_leaves_out_a_note_edited_since_it_was_indexed(tmp_path):
     vault = tmp_path / "v"
     write(vault / "a.md", "# A\n\n## Part\nThe walrus sleeps on the ice.\n")

@@ -295,6 +295,9 @@ def timeline(conn: sqlite3.Connection, folder: str | None = None, after: str | N
 
     prefix = _folder(folder)
     dates = SearchFilters.build(after=after, before=before)
+    if prefix and not conn.execute("SELECT 1 FROM notes WHERE substr(path, 1, ?) = ? LIMIT 1",
+                                   (len(prefix), prefix)).fetchone():
+        raise NoteNotFoundError(f"{prefix}: no indexed notes in this folder")
     rows = conn.execute(
         "SELECT c.at, c.heading, n.path, c.start_line, c.end_line FROM chunks c JOIN notes n ON n.id = c.note_id "
         "WHERE c.at IS NOT NULL AND substr(n.path, 1, ?) = ? "

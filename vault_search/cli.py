@@ -650,7 +650,7 @@ def ls(ctx, folder, timeline, after, before, as_json):
     if as_json:
         click.echo(json.dumps(listing.to_dict(), ensure_ascii=False, indent=2))
     elif timeline:
-        click.echo(render_timeline(listing))
+        click.echo(render_timeline(listing, after, before))
     else:
         click.echo(render_listing(listing))
 

@@ -326,8 +326,14 @@ def render_log(logged, misses: bool) -> str:
     return "\n".join(lines)
 
 
-def render_timeline(timeline: Timeline) -> str:
-    """``ls --timeline``: one entry a line, oldest first."""
+def render_timeline(timeline: Timeline, after: str | None = None, before: str | None = None) -> str:
+    """``ls --timeline``: one entry a line, oldest first; one line that says
+    so when there is none (within ``after``/``before``, as the user gave them)."""
+    if not timeline.entries:
+        window = (f" from {after} to {before}" if after and before else f" from {after}" if after
+                  else f" up to {before}" if before else "")
+        return (f"no daily-log entries in {printable(timeline.folder)}{printable(window)} (an entry is a "
+                "'### HH:MM - Title' heading in a note dated by its frontmatter or its YYYY-MM-DD file name)")
     return "\n".join(f"{e.at.replace('T', ' ')}  {printable(e.title)}  {printable(e.path)}:{e.start_line}-{e.end_line}"
                      for e in timeline.entries)
 
