@@ -249,11 +249,16 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
         every = progress_period(STREAM_EVERY_S if streamed else PROGRESS_EVERY_S)
         with sync_progress(sys.stdout.isatty() and not as_json, every=every, stream=streamed) as (notes, chunks):
             report = writer.sync(progress=notes, force=force, embed=not no_embed, model=model, embed_progress=chunks)
+    # Not the indexer's warning: a vault may be empty on purpose; this says where the command looked.
+    hint = (f"no Markdown notes (.md) found under {config.vault}: is it the vault folder? (name it with --vault "
+            "DIR; dot-folders and ignore globs are skipped)") if not report.scanned else None
     if as_json:
         from dataclasses import asdict
 
         data = asdict(report)
         data["warnings"] = [{"path": p, "message": m} for p, m in report.warnings]
+        if hint:
+            data["warnings"].append({"path": "", "message": hint})
         data["embedding"] = asdict(report.embedding) if report.embedding else None
         if stream:
             click.echo(json.dumps({"event": "done", "report": data}, ensure_ascii=False))
@@ -265,6 +270,8 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
     if len(report.warnings) > MAX_WARNINGS_SHOWN:
         click.echo(f"... and {len(report.warnings) - MAX_WARNINGS_SHOWN} more warnings "
                    "(see `vault-search status`)", err=True)
+    if hint:
+        click.echo(f"warning: {printable(hint)}", err=True)
     click.echo(f"{plural(report.scanned, 'note')} scanned: {report.added} added, {report.updated} updated, "
                f"{report.deleted} deleted, {report.unchanged} unchanged, {report.skipped} skipped; "
                f"{plural(report.chunks_written, 'chunk')} written in {report.seconds:.2f} s")
