@@ -261,6 +261,10 @@ def test_a_timeline_with_nothing_dated_says_so_in_one_line(shared):
     missing = CliRunner().invoke(main, ["--vault", str(vault), "--index-dir", str(index_dir), "ls", "nowhere",
                                         "--timeline"])
     assert missing.exit_code == 1 and missing.stderr == "error: nowhere/: no indexed notes in this folder\n"
+    for args in (["ls", "notes", "--timeline"], ["ls", "notes"]):   # a folder's case counts: the one meant is named
+        wrong_case = CliRunner().invoke(main, ["--vault", str(vault), "--index-dir", str(index_dir), *args])
+        assert wrong_case.exit_code == 1
+        assert wrong_case.stderr == "error: notes/: no indexed notes in this folder (did you mean Notes/?)\n"
 
 
 def test_a_pack_leaves_out_a_note_edited_since_it_was_indexed(tmp_path):

@@ -281,9 +281,18 @@ def list_folder(conn: sqlite3.Connection, folder: str | None = None) -> FolderLi
         else:
             notes.append(NoteEntry(path, title, date, modified, json.loads(tags or "[]"), size))
     if prefix and not folders and not notes:
-        raise NoteNotFoundError(f"{prefix}: no indexed notes in this folder")
+        raise _no_folder(conn, prefix)
     return FolderListing(prefix or "/", [FolderEntry(p, n, d) for p, (n, d) in folders.items()], notes)
 
+
+
+def _no_folder(conn: sqlite3.Connection, prefix: str) -> NoteNotFoundError:
+    """The error for a folder the index lacks, naming the one it likely means (a folder's case counts)."""
+    from .filters import closest_folder
+
+    close = closest_folder(conn, prefix)
+    return NoteNotFoundError(f"{prefix}: no indexed notes in this folder"
+                             + (f" (did you mean {close}/?)" if close else ""))
 
 
 def timeline(conn: sqlite3.Connection, folder: str | None = None, after: str | None = None,
@@ -297,7 +306,7 @@ def timeline(conn: sqlite3.Connection, folder: str | None = None, after: str | N
     dates = SearchFilters.build(after=after, before=before)
     if prefix and not conn.execute("SELECT 1 FROM notes WHERE substr(path, 1, ?) = ? LIMIT 1",
                                    (len(prefix), prefix)).fetchone():
-        raise NoteNotFoundError(f"{prefix}: no indexed notes in this folder")
+        raise _no_folder(conn, prefix)
     rows = conn.execute(
         "SELECT c.at, c.heading, n.path, c.start_line, c.end_line FROM chunks c JOIN notes n ON n.id = c.note_id "
         "WHERE c.at IS NOT NULL AND substr(n.path, 1, ?) = ? "

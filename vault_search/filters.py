@@ -228,15 +228,22 @@ def _unknown_tag(conn: sqlite3.Connection, tag: str) -> str | None:
 
 def _missing_folder(conn: sqlite3.Connection, folder: str) -> str | None:
     """A warning when no note is ``folder`` or lies under it, naming the
-    folder that differs only in case, else the closest name."""
+    folder it likely meant (``closest_folder``)."""
     if conn.execute("SELECT 1 FROM notes WHERE path = ? OR substr(path, 1, ?) = ? LIMIT 1",
                     (folder, len(folder) + 1, folder + "/")).fetchone():
         return None
-    folders = {parent for (path,) in conn.execute("SELECT path FROM notes")
-               for parent in _parents(path)}
+    close = closest_folder(conn, folder)
+    return f"path {folder!r}: no such folder or note in the vault" + (f" (did you mean {close!r}?)" if close else "")
+
+
+def closest_folder(conn: sqlite3.Connection, folder: str) -> str | None:
+    """The vault's folder that ``folder`` (which it lacks) likely means: the
+    one that differs only in case, else the closest name; None when none is near."""
+    folder = folder.strip("/")
+    folders = {parent for (path,) in conn.execute("SELECT path FROM notes") for parent in _parents(path)}
     same = sorted(f for f in folders if f.casefold() == folder.casefold())
     close = same or difflib.get_close_matches(folder, sorted(folders), n=1)
-    return f"path {folder!r}: no such folder or note in the vault" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return close[0] if close else None
 
 
 def _parents(path: str) -> list[str]:
