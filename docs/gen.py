@@ -44,7 +44,7 @@ ANSWERS = {
                "`search` prints",
     "/get": "`{path, start_line, end_line, total_lines, text, truncated, warnings}`; `path` may be "
             "`PATH:START-END` or a note's name or alias",
-    "/multi-get": "`multi-get --json`: `{notes, cut, bytes, max_bytes}`",
+    "/multi-get": "`multi-get --json`: `{notes, cut, bytes, max_bytes, missing}`",
     "/similar": "`similar --json`: `{source, mode, terms, took_ms, warnings, results}`",
     "/log": "`log --json`: `{path, enabled, entries}`",
     "/ls": "`ls --json`: `{folder, folders, notes}`; with `timeline=1` `{folder, entries}`",

@@ -566,3 +566,54 @@ def test_no_page_of_this_module_asked_outside_127_0_0_1(browser):
     requests_made(browser)
     assert SEEN and all(u.startswith("http://127.0.0.1:") or u.startswith("data:") for u in SEEN), SEEN[:5]
 
+
+
+def notice_text(driver):
+    return driver.execute_script("const n = document.getElementById('notice'); return n.hidden ? '' : n.textContent")
+
+
+def test_an_address_naming_no_served_vault_says_so_and_searches_all(two_vaults, site, browser):
+    """Issue 37 (page): ?vault=X for a vault this server does not serve is
+    named on the page, and every vault (or the only one) is searched."""
+    base, _ = two_vaults
+    kyoto = "Notes/Travel/Kyoto trip.md"
+    browser.get(f"{base}/?q=tea%20ceremony&vault=nowhere")
+    wait(browser, lambda d: {"kyoto.md", kyoto} <= set(paths(d)))
+    assert notice_text(browser) == "No vault named “nowhere”; searching all vaults."
+    assert url_vault(browser) == "" and chosen_vault(browser) == ""
+    assert not browser.find_elements(By.CSS_SELECTOR, "#results .warning")   # no error answered instead
+    Select(browser.find_element(By.ID, "vault")).select_by_visible_text("memory")
+    wait(browser, lambda d: paths(d) == ["kyoto.md"])
+    assert notice_text(browser) == ""   # a vault chosen: the notice has said its piece
+
+    one, vault = site
+    browser.get(f"{one}/?q=deep%20work&vault=nowhere")
+    wait(browser, lambda d: paths(d) and paths(d)[0] == "Notes/Reading/Deep Work.md")
+    assert notice_text(browser) == f"No vault named “nowhere”; searching {vault.name}."
+    assert url_vault(browser) == ""
+
+
+def test_a_failed_status_leaves_the_page_searching_and_says_so(site, browser):
+    """Issue 37 (page): when /status cannot be read the page still searches
+    (side by side too, which waits for the vaults) and says the status could
+    not be read; an error names the vault, never its folder."""
+    base, vault = site
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/status*"]})
+    try:
+        browser.get(f"{base}/?q=deep%20work&view=compare")
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".compare [data-list=fused] li"))
+        status = browser.find_element(By.ID, "status")
+        wait(browser, lambda d: status.text.startswith("status could not be read ("))
+        assert status.text.endswith("); searching still works")
+        browser.find_element(By.ID, "compare").click()
+        wait(browser, lambda d: paths(d) and paths(d)[0] == "Notes/Reading/Deep Work.md")
+
+        # Without a status the page cannot tell a vault's name is wrong: the server's error says it, by name.
+        browser.get(f"{base}/?q=deep%20work&vault=nowhere")
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .warning"))
+        shown = browser.find_element(By.ID, "results").text
+        assert shown == f"no vault named 'nowhere' here; this server serves {vault.name}"
+        assert str(vault) not in browser.find_element(By.TAG_NAME, "body").text
+    finally:
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})

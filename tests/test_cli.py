@@ -108,6 +108,19 @@ def test_index_progress_is_quiet_when_piped_and_json_report(cli):
     assert "Indexing" not in r.out + r.err
 
 
+def test_index_of_a_folder_without_notes_says_where_it_looked(cli, tmp_path):
+    folder = write(tmp_path / "Documents" / "notes.txt", "plain text, not Markdown\n").parent
+    r = cli("index", "--no-embed", vault_dir=folder, index=tmp_path / "idx")
+    assert r.code == 0 and r.out.startswith("0 notes scanned")
+    assert r.err == (f"warning: no Markdown notes (.md) found under {folder}: is it the vault folder? (name it with "
+                     "--vault DIR; dot-folders and ignore globs are skipped)\n")
+    report = cli("index", "--no-embed", "--json", vault_dir=folder, index=tmp_path / "idx").json()
+    assert report["warnings"] == [{"path": "", "message": r.err[len("warning: "):-1]}]
+    write(folder / "first.md", "# First\n")
+    again = cli("index", "--no-embed", vault_dir=folder, index=tmp_path / "idx")
+    assert again.code == 0 and again.err == "" and again.out.startswith("1 note scanned: 1 added")
+
+
 def test_environment_variables_choose_vault_and_index(vault, index_dir):
     import subprocess
 

@@ -184,6 +184,24 @@ def test_the_query_log_is_opt_in_bounded_to_the_index_folder_and_lists_misses(tm
         assert len(first.entries) == 1 and first.enabled
 
 
+def test_a_get_follows_only_the_last_search_that_listed_the_note(tmp_path):
+    vault = copy_tree(SAMPLE_VAULT, tmp_path / "v")
+    write(vault / ".vault-search.toml", "log_queries = true\n")
+    args = ["--vault", str(vault), "--index-dir", str(tmp_path / "i")]
+    runner = CliRunner()
+    assert runner.invoke(main, [*args, "index", "--no-embed"]).exit_code == 0
+    for query in ("kyoto", "tea ceremony", "数据库 索引", "tea"):
+        assert runner.invoke(main, [*args, "search", query, "--mode", "fts"]).exit_code == 0
+    assert runner.invoke(main, [*args, "get", "Kyoto trip"]).exit_code == 0
+    logged = json.loads(runner.invoke(main, [*args, "log", "--json"]).stdout)["entries"]
+    listed = {e["query"]: any(t["path"] == "Notes/Travel/Kyoto trip.md" for t in e["top"]) for e in logged}
+    assert listed == {"kyoto": True, "tea ceremony": True, "数据库 索引": False, "tea": True}
+    assert {e["query"]: e["followed"] for e in logged} == {"tea": True, "数据库 索引": False, "tea ceremony": False,
+                                                           "kyoto": False}
+    misses = json.loads(runner.invoke(main, [*args, "log", "--misses", "--json"]).stdout)["entries"]
+    assert [e["query"] for e in misses] == ["数据库 索引", "tea ceremony", "kyoto"]
+
+
 def test_the_log_keeps_only_the_last_entries(tmp_path, monkeypatch):
     from vault_search import querylog
     from vault_search.results import SearchResponse
@@ -227,6 +245,26 @@ def test_timeline_and_today(shared, tmp_path):
     same = json.loads(CliRunner().invoke(main, [*args, "ls", "memory", "--timeline", "--after", "2026-01-05",
                                                 "--before", "2026-01-05", "--json"]).stdout)
     assert [e["title"] for e in same["entries"]] == ["Alpha", "Beta"]
+
+
+def test_a_timeline_with_nothing_dated_says_so_in_one_line(shared):
+    undated = run(shared, "ls", "Notes", "--timeline")
+    assert undated.exit_code == 0 and undated.stdout == (
+        "no daily-log entries in Notes/ (an entry is a '### HH:MM - Title' heading in a note dated by its "
+        "frontmatter or its YYYY-MM-DD file name)\n")
+    window = run(shared, "ls", "memory", "--timeline", "--after", "2030-01", "--before", "2030-02")
+    assert window.stdout.startswith("no daily-log entries in memory/ from 2030-01 to 2030-02 (an entry is")
+    assert run(shared, "ls", "memory", "--timeline", "--before", "2020").stdout.startswith(
+        "no daily-log entries in memory/ up to 2020 (")
+    assert cli_json(shared, "ls", "Notes", "--timeline") == {"folder": "Notes/", "entries": []}
+    vault, index_dir = shared
+    missing = CliRunner().invoke(main, ["--vault", str(vault), "--index-dir", str(index_dir), "ls", "nowhere",
+                                        "--timeline"])
+    assert missing.exit_code == 1 and missing.stderr == "error: nowhere/: no indexed notes in this folder\n"
+    for args in (["ls", "notes", "--timeline"], ["ls", "notes"]):   # a folder's case counts: the one meant is named
+        wrong_case = CliRunner().invoke(main, ["--vault", str(vault), "--index-dir", str(index_dir), *args])
+        assert wrong_case.exit_code == 1
+        assert wrong_case.stderr == "error: notes/: no indexed notes in this folder (did you mean Notes/?)\n"
 
 
 def test_a_pack_leaves_out_a_note_edited_since_it_was_indexed(tmp_path):

@@ -142,6 +142,40 @@ def test_multi_get_by_glob_folder_and_name_within_a_cap(shared):
         shared, "multi-get", "Deep Work", "--max-lines", "2").output
 
 
+def test_multi_get_reads_the_good_names_and_lists_each_bad_one(shared):
+    from mcp import Client
+
+    from vault_search.mcp_server import build_server
+    from vault_search.service import SearchService
+
+    names = ["Deep Work", "No Such Note", "Same", "nowhere/*.md", "../up"]
+    data = json.loads(run(shared, "multi-get", *names, "--json").stdout)
+    assert [n["path"] for n in data["notes"]] == ["Notes/Reading/Deep Work.md"]
+    assert data["missing"] == [
+        {"pattern": "No Such Note", "error": "No Such Note: no note has this path, name or alias"},
+        {"pattern": "Same", "error": "'Same' names 2 notes: A/Same.md, B/Same.md; give the path"},
+        {"pattern": "nowhere/*.md", "error": "nowhere/*.md: no indexed note matches this glob"},
+        {"pattern": "../up", "error": "../up: outside the vault"}]
+    text = run(shared, "multi-get", *names)
+    assert text.exit_code == 0   # some notes were read: exit 1 only when no name names a note
+    assert text.stdout.endswith("not found (the notes above were read):\n"
+                                "  No Such Note: no note has this path, name or alias\n"
+                                "  'Same' names 2 notes: A/Same.md, B/Same.md; give the path\n"
+                                "  nowhere/*.md: no indexed note matches this glob\n  ../up: outside the vault\n")
+    every_bad = run(shared, "multi-get", "No Such Note", "Same")
+    assert every_bad.exit_code == 1 and every_bad.stderr == (
+        "error: No Such Note: no note has this path, name or alias\n")
+    vault, index_dir = shared
+
+    async def session():
+        async with Client(build_server(lambda: SearchService(vault, index_dir, watch=False, warm=False))) as client:
+            many = await client.call_tool("multi_get", {"paths": ["Deep Work", "No Such Note"]})
+            assert not many.is_error and len(many.structured_content["notes"]) == 1
+            assert many.structured_content["missing"] == [data["missing"][0]]
+
+    asyncio.run(session())
+
+
 def test_ls_lists_folders_with_counts_then_notes(shared):
     root = json.loads(run(shared, "ls", "--json").output)
     folders = {f["path"]: f["notes"] for f in root["folders"]}
@@ -181,7 +215,7 @@ def test_dates_relative_and_at_month_or_year_precision(shared):
 
     def paths(*args):
         return set(run(shared, "search", "迁移 stand-up reading running", "--mode", "fts", "--format", "paths",
-                       *args).output.split())
+                       *args).stdout.split())
 
     november = paths("--path", "memory", "--after", "2026-11")
     assert november == {"memory/2026-11-01.md", "memory/2026-11-02.md"}
@@ -208,6 +242,12 @@ def test_mcp_schema_an_agent_can_use():
             assert prop.get("description"), (tool.name, name)
     description = tools["search"].description
     assert "relevance" in description and "fewer than `limit` results" in description
+    # each tool's vault parameter says what that tool does without one (issue 37)
+    vault = {name: tool.input_schema["properties"]["vault"]["description"] for name, tool in tools.items()}
+    assert vault["search"].endswith("default: every vault, each result naming its own.")
+    assert vault["status"].endswith("default: the only vault's status (with several, each vault's).")
+    assert all(v.endswith("default: the only vault (with several, name one).") for name, v in vault.items()
+               if name not in ("search", "status")), vault
 
 
 def test_mcp_errors_name_parameters_and_a_string_stands_for_a_list(shared):
@@ -226,6 +266,12 @@ def test_mcp_errors_name_parameters_and_a_string_stands_for_a_list(shared):
                 bad.content[0].text
             half = await client.call_tool("search", {"query": "x", "recency_half_life": -1})
             assert half.is_error and "recency_half_life must be" in half.content[0].text
+            # an argument the tool does not take is refused, naming the closest one, as HTTP does (issue 37)
+            misspelt = await client.call_tool("search", {"query": "索引", "tag": "数据库"})
+            assert misspelt.is_error and misspelt.content[0].text == "search takes no parameter 'tag' (did you mean " \
+                                                                     "'tags'?)"
+            stray = await client.call_tool("get", {"path": "Home.md", "zzz": 1})
+            assert stray.is_error and stray.content[0].text == "get takes no parameter 'zzz'"
             tagged = await client.call_tool("search", {"query": "索引", "tags": "数据库", "mode": "fts"})
             assert not tagged.is_error and tagged.structured_content["results"]
             assert all("数据库" in r["tags"] for r in tagged.structured_content["results"])
@@ -280,7 +326,14 @@ def test_mcp_over_http_on_serve_and_several_vaults(shared, tmp_path):
             "error"].startswith("--after expects")
         assert _http(port, "/get?path=kyoto")[0] == 400
         assert _http(port, f"/get?path=kyoto&vault={memory}")[1]["path"] == "kyoto.md"
-        assert _http(port, "/search?q=x&vault=elsewhere")[0] == 409
+        assert _http(port, "/search?q=x&vault=elsewhere") == (
+            409, {"error": "no vault named 'elsewhere' here; this server serves vault, memory"})
+        # an error names vaults, never where they (or their indexes) lie on this machine (issue 37)
+        outside = _http(port, f"/get?path={memory.parent}/x.md&vault=memory")
+        assert outside[0] == 403 and outside[1]["error"].endswith(": outside the vault (memory); refusing to read it")
+        assert str(vault) not in outside[1]["error"].split(":")[-1] and str(memory) + ")" not in outside[1]["error"]
+        unreadable = _http(port, f"/get?path={vault}/Home.md&vault=memory")[1]["error"]
+        assert "(memory)" in unreadable and "/" + memory.name + ")" not in unreadable
         assert len(_http(port, "/status")[1]["vaults"]) == 2
 
         # MCP over streamable HTTP, behind the same Host/Origin checks.
@@ -299,6 +352,9 @@ def test_mcp_over_http_on_serve_and_several_vaults(shared, tmp_path):
                 assert {r["vault"] for r in everywhere.structured_content["results"]} == {"vault", "memory"}
                 lines = await client.call_tool("get", {"path": "Home:1-2", "vault": "vault"})
                 assert lines.structured_content["end_line"] == 2
+                wrong = await client.call_tool("get", {"path": "Home", "vault": str(tmp_path)})
+                assert wrong.is_error and wrong.content[0].text.endswith(
+                    f": no vault named '{tmp_path}' here; this server serves vault, memory")
 
         asyncio.run(session())
     finally:

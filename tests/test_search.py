@@ -131,18 +131,19 @@ def test_path_filter_is_a_folder_prefix(idx):
     assert paths(idx, "running", path="./Areas") == ["Areas/Health/Running plan.md"]
 
 
-def test_date_filters_use_frontmatter_then_daily_name_then_mtime(idx, vault):
+def test_date_filters_use_frontmatter_then_daily_name_never_mtime(idx, vault):
     assert set(paths(idx, "数据库", after="2026-09-15")) == {
         "Projects/vault-search/设计笔记.md", "Notes/数据库/SQLite WAL 模式.md", "memory/2026-11-01.md",
         "Home.md"}
     assert paths(idx, "reading", after="2026-11-01", before="2026-11-01") == ["memory/2026-11-01.md"]
     assert paths(idx, "数据库", before="2026-09-12") == ["Notes/数据库/数据库索引.md"]
-    # A note with no date in frontmatter or name is dated by its mtime.
+    # A note with no date in frontmatter or name has none, whatever its mtime.
     old = dt.datetime(2020, 5, 17, 12, 0).timestamp()
     os.utime(vault / "Inbox/quick-ideas.md", (old, old))
     idx.sync(embed=False)
-    assert paths(idx, "ideas", before="2020-12-31") == ["Inbox/quick-ideas.md"]
-    assert "Inbox/quick-ideas.md" not in paths(idx, "ideas", after="2021-01-01")
+    assert "Inbox/quick-ideas.md" in paths(idx, "ideas")
+    assert paths(idx, "ideas", before="2020-12-31") == []
+    assert "Inbox/quick-ideas.md" not in paths(idx, "ideas", after="2000-01-01")
 
 
 def test_bad_filter_values_are_usage_errors(idx):

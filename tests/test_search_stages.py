@@ -31,12 +31,23 @@ def _plan(idx, query, **options):
 
 def test_recency_halves_a_score_per_half_life_at_the_given_time():
     fused = [Fused(1, 1.0, 10), Fused(2, 0.9, 20), Fused(3, 0.8, 30)]
-    dates = {10: "2026-11-01", 20: "2026-12-01T12:00", 30: "not a date"}
+    dates = {10: ("2026-11-01", "2026-12-01T12:00"), 20: ("2026-12-01T12:00", "2026-01-01T00:00"),
+             30: ("not a date", "not a date")}
     out, factors = recency(fused, dates, 30, NOW)
     assert [f.note_id for f in out] == [2, 3, 1]          # re-sorted by the boosted score
     assert factors[1].date == "2026-11-01" and factors[1].factor == pytest.approx(0.5)
     assert (factors[2].date, factors[2].factor) == ("2026-12-01T12:00", 1.0) and 3 not in factors
+    assert factors[1].modified is None                    # a date wins over the file's mtime
     assert [f.score for f in fused] == [1.0, 0.9, 0.8]     # the input is left as it was
+
+
+def test_recency_ages_a_note_without_a_date_by_its_files_mtime_and_says_so():
+    fused = [Fused(1, 1.0, 10), Fused(2, 0.9, 20)]
+    dates = {10: (None, "2026-11-01T12:00"), 20: ("2026-12-01", "2026-01-01T00:00")}
+    out, factors = recency(fused, dates, 30, NOW)
+    assert [f.note_id for f in out] == [2, 1]
+    assert (factors[1].date, factors[1].modified) == (None, "2026-11-01T12:00")
+    assert factors[1].factor == pytest.approx(0.5)
 
 
 def test_put_first_adds_the_named_note_on_top_without_changing_its_input():

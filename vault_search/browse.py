@@ -16,7 +16,17 @@ from indexer.errors import NoteNotFoundError, UsageValueError, VaultSearchError
 from indexer.parse import split_frontmatter
 
 from .files import note_by_name, read_note
-from .results import CutNote, FolderEntry, FolderListing, NoteEntry, NoteText, NoteTexts, Timeline, TimelineEntry
+from .results import (
+    CutNote,
+    FolderEntry,
+    FolderListing,
+    MissingNote,
+    NoteEntry,
+    NoteText,
+    NoteTexts,
+    Timeline,
+    TimelineEntry,
+)
 
 # What an agent's context takes at once by default: about 25k tokens.
 DEFAULT_MAX_BYTES = 100_000
@@ -146,33 +156,43 @@ def _folder(folder: str | None) -> str:
     return folder + "/"
 
 
-def expand(conn: sqlite3.Connection, patterns: list[str]) -> list[str]:
+def expand(conn: sqlite3.Connection, patterns: list[str]) -> tuple[list[str], list[MissingNote]]:
     """The indexed notes ``patterns`` name, in order, each once: a glob
     (``memory/*.md``, ``**/Dates.md``), a folder (all notes under it), a path,
-    or a note's name or alias. A pattern that names nothing is an error."""
+    or a note's name or alias; and each pattern that names no note (or
+    several by one name), with why. When no pattern names a note, the first
+    one's error is raised: there is nothing to read."""
     if not patterns:
         raise UsageValueError("multi-get needs a glob, a folder, or one or more paths or names")
     paths = _paths(conn)
     out: dict[str, None] = {}
+    missing: list[tuple[MissingNote, VaultSearchError]] = []
     for pattern in patterns:
         pattern = pattern.strip()
         if not pattern:
             continue
-        if GLOB_CHARS & set(pattern):
-            glob = Glob(pattern)
-            found = [p for p in paths if glob.match(p)]
-            if not found:
-                raise NoteNotFoundError(f"{pattern}: no indexed note matches this glob")
-        else:
-            prefix = _folder(pattern)   # a folder's case counts, as in ls and --path
-            found = [p for p in paths if p.startswith(prefix)]
-            if not found:
-                found = [note_by_name(conn, pattern)]
-        out.update(dict.fromkeys(found))
+        try:
+            out.update(dict.fromkeys(_named(conn, paths, pattern)))
+        except VaultSearchError as exc:   # not found, ambiguous, outside the vault: this name only
+            missing.append((MissingNote(pattern, str(exc)), exc))
         if len(out) > MAX_NOTES:
             raise UsageValueError(f"{len(out)} notes match; multi-get reads at most {MAX_NOTES} at once: "
                                   "narrow the glob or folder")
-    return list(out)
+    if not out and missing:
+        raise missing[0][1]
+    return list(out), [m for m, _ in missing]
+
+
+def _named(conn: sqlite3.Connection, paths: list[str], pattern: str) -> list[str]:
+    """The notes one pattern of ``expand`` names; an error when none."""
+    if GLOB_CHARS & set(pattern):
+        glob = Glob(pattern)
+        found = [p for p in paths if glob.match(p)]
+        if not found:
+            raise NoteNotFoundError(f"{pattern}: no indexed note matches this glob")
+        return found
+    prefix = _folder(pattern)   # a folder's case counts, as in ls and --path
+    return [p for p in paths if p.startswith(prefix)] or [note_by_name(conn, pattern)]
 
 
 def multi_get(conn: sqlite3.Connection, config: VaultConfig, patterns: list[str],
@@ -187,8 +207,9 @@ def multi_get(conn: sqlite3.Connection, config: VaultConfig, patterns: list[str]
     size, and each one gone since it was indexed."""
     if max_bytes < 1 or (max_lines is not None and max_lines < 1):
         raise UsageValueError("max_bytes and max_lines must be 1 or more")
-    result = NoteTexts(max_bytes=max_bytes)
-    for path in expand(conn, patterns):
+    paths, missing = expand(conn, patterns)
+    result = NoteTexts(max_bytes=max_bytes, missing=missing)
+    for path in paths:
         try:
             whole = read_note(config, path)
         except (NoteNotFoundError, UsageValueError, VaultSearchError) as exc:   # deleted or unreadable since
@@ -260,9 +281,18 @@ def list_folder(conn: sqlite3.Connection, folder: str | None = None) -> FolderLi
         else:
             notes.append(NoteEntry(path, title, date, modified, json.loads(tags or "[]"), size))
     if prefix and not folders and not notes:
-        raise NoteNotFoundError(f"{prefix}: no indexed notes in this folder")
+        raise _no_folder(conn, prefix)
     return FolderListing(prefix or "/", [FolderEntry(p, n, d) for p, (n, d) in folders.items()], notes)
 
+
+
+def _no_folder(conn: sqlite3.Connection, prefix: str) -> NoteNotFoundError:
+    """The error for a folder the index lacks, naming the one it likely means (a folder's case counts)."""
+    from .filters import closest_folder
+
+    close = closest_folder(conn, prefix)
+    return NoteNotFoundError(f"{prefix}: no indexed notes in this folder"
+                             + (f" (did you mean {close}/?)" if close else ""))
 
 
 def timeline(conn: sqlite3.Connection, folder: str | None = None, after: str | None = None,
@@ -274,6 +304,9 @@ def timeline(conn: sqlite3.Connection, folder: str | None = None, after: str | N
 
     prefix = _folder(folder)
     dates = SearchFilters.build(after=after, before=before)
+    if prefix and not conn.execute("SELECT 1 FROM notes WHERE substr(path, 1, ?) = ? LIMIT 1",
+                                   (len(prefix), prefix)).fetchone():
+        raise _no_folder(conn, prefix)
     rows = conn.execute(
         "SELECT c.at, c.heading, n.path, c.start_line, c.end_line FROM chunks c JOIN notes n ON n.id = c.note_id "
         "WHERE c.at IS NOT NULL AND substr(n.path, 1, ?) = ? "

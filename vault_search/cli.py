@@ -249,11 +249,16 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
         every = progress_period(STREAM_EVERY_S if streamed else PROGRESS_EVERY_S)
         with sync_progress(sys.stdout.isatty() and not as_json, every=every, stream=streamed) as (notes, chunks):
             report = writer.sync(progress=notes, force=force, embed=not no_embed, model=model, embed_progress=chunks)
+    # Not the indexer's warning: a vault may be empty on purpose; this says where the command looked.
+    hint = (f"no Markdown notes (.md) found under {config.vault}: is it the vault folder? (name it with --vault "
+            "DIR; dot-folders and ignore globs are skipped)") if not report.scanned else None
     if as_json:
         from dataclasses import asdict
 
         data = asdict(report)
         data["warnings"] = [{"path": p, "message": m} for p, m in report.warnings]
+        if hint:
+            data["warnings"].append({"path": "", "message": hint})
         data["embedding"] = asdict(report.embedding) if report.embedding else None
         if stream:
             click.echo(json.dumps({"event": "done", "report": data}, ensure_ascii=False))
@@ -265,6 +270,8 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
     if len(report.warnings) > MAX_WARNINGS_SHOWN:
         click.echo(f"... and {len(report.warnings) - MAX_WARNINGS_SHOWN} more warnings "
                    "(see `vault-search status`)", err=True)
+    if hint:
+        click.echo(f"warning: {printable(hint)}", err=True)
     click.echo(f"{plural(report.scanned, 'note')} scanned: {report.added} added, {report.updated} updated, "
                f"{report.deleted} deleted, {report.unchanged} unchanged, {report.skipped} skipped; "
                f"{plural(report.chunks_written, 'chunk')} written in {report.seconds:.2f} s")
@@ -562,7 +569,7 @@ def get(ctx, location, as_json, line_numbers):
               help="Stop at this many bytes in all; what does not fit is listed as cut.")
 @click.option("--max-lines", type=click.IntRange(1), default=None, metavar="N",
               help="At most N lines of each note's text; its frontmatter comes whole and does not count.")
-@click.option("--json", "as_json", is_flag=True, help="Print {notes, cut, bytes, max_bytes} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {notes, cut, bytes, max_bytes, missing} as JSON.")
 @click.pass_context
 def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
     """Print several notes: a glob, a folder, paths or names.
@@ -574,7 +581,9 @@ def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
       vault-search multi-get Home "Deep Work" 数据库索引
 
     * and ? stay inside a folder, ** crosses folders. Notes come in the
-    order named (a glob's in path order) until --max-bytes is reached.
+    order named (a glob's in path order) until --max-bytes is reached. A
+    name that names no note is listed at the end and the others are read;
+    the exit status is 1 only when no name names a note.
     """
     from .render import render_notes
 
@@ -648,7 +657,7 @@ def ls(ctx, folder, timeline, after, before, as_json):
     if as_json:
         click.echo(json.dumps(listing.to_dict(), ensure_ascii=False, indent=2))
     elif timeline:
-        click.echo(render_timeline(listing))
+        click.echo(render_timeline(listing, after, before))
     else:
         click.echo(render_listing(listing))
 

@@ -100,7 +100,7 @@ def resolve_path(config: VaultConfig, path: str) -> str:
         if os.path.isfile(alt):
             real = alt
     if real != vault and not real.startswith(vault + os.sep):
-        raise PathOutsideVaultError(f"{path}: outside the vault {vault}; refusing to read it")
+        raise PathOutsideVaultError(f"{path}: outside the vault ({vault}); refusing to read it")
     if not os.path.isfile(real):
         raise NoteNotFoundError(f"{path}: no such note in the vault")
     if not is_markdown(real):

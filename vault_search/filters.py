@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import difflib
 import re
-from dataclasses import dataclass
+import sqlite3
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from indexer.config import VaultConfig
@@ -17,12 +19,15 @@ if TYPE_CHECKING:
     from .options import SearchOptions
 
 # A note's date: its frontmatter date, else the daily-log file name (both
-# stored in notes.date at index time), else its mtime.
-NOTE_DATE_SQL = ("coalesce(n.date, strftime('%Y-%m-%dT%H:%M', n.mtime_ns / 1000000000, "
-                 "'unixepoch', 'localtime'))")
+# stored in notes.date at index time), else none. Never the file's mtime: a
+# copy or a sync sets every mtime to today, and the JSON's `date` says null.
+NOTE_DATE_SQL = "n.date"
 # A chunk's date for --after/--before: a daily-log entry's own date and time,
-# else its note's date.
+# else its note's date; NULL (no date) passes no date filter.
 CHUNK_DATE_SQL = f"coalesce(c.at, {NOTE_DATE_SQL})"
+# The file's modification time, in the same form: what ``ls`` shows and what
+# a recency half-life ages an undated note by.
+MODIFIED_SQL = "strftime('%Y-%m-%dT%H:%M', n.mtime_ns / 1000000000, 'unixepoch', 'localtime')"
 WHERE_RE = re.compile(r"^\s*([^=<>!]+?)\s*(>=|<=|!=|=|>|<)\s*(.*?)\s*$", re.S)
 NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?$")
 
@@ -187,6 +192,63 @@ class SearchFilters:
 
     def __bool__(self) -> bool:
         return bool(self.tags or self.path or self.after or self.before or self.where or self.staleness)
+
+
+def filter_warnings(conn: sqlite3.Connection, filters: SearchFilters) -> list[str]:
+    """What a search's filters left out that its user may not expect: a tag
+    no note has, a folder the vault does not have (and the one it likely
+    meant), the notes a date filter skipped for having no date, or filters
+    that match no note together."""
+    if not filters:
+        return []
+    warnings = [w for tag in filters.tags if (w := _unknown_tag(conn, tag))]
+    if filters.path and (missing := _missing_folder(conn, filters.path)):
+        warnings.append(missing)
+    if filters.after or filters.before:
+        where, params = replace(filters, after=None, before=None).sql()
+        undated = conn.execute(f"SELECT count(*) FROM notes n WHERE n.date IS NULL AND {where}", params).fetchone()[0]
+        if undated:
+            warnings.append(f"dates: left out {undated} {'note' if undated == 1 else 'notes'} without a date (a note's "
+                            "date is its frontmatter date or its YYYY-MM-DD file name, never the file's mtime)")
+    where, params = filters.sql()
+    if not warnings and not conn.execute(
+            f"SELECT 1 FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {where} LIMIT 1", params).fetchone():
+        warnings.append("no note matches these filters together")
+    return warnings
+
+
+def _unknown_tag(conn: sqlite3.Connection, tag: str) -> str | None:
+    if conn.execute("SELECT 1 FROM note_tags WHERE tag = ? OR tag LIKE ? ESCAPE '\\' LIMIT 1",
+                    (tag, _like_escape(tag) + "/%")).fetchone():
+        return None
+    tags = [t for (t,) in conn.execute("SELECT DISTINCT tag FROM note_tags")]
+    close = difflib.get_close_matches(tag, tags, n=1)
+    return f"tag {tag!r}: no note has this tag" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _missing_folder(conn: sqlite3.Connection, folder: str) -> str | None:
+    """A warning when no note is ``folder`` or lies under it, naming the
+    folder it likely meant (``closest_folder``)."""
+    if conn.execute("SELECT 1 FROM notes WHERE path = ? OR substr(path, 1, ?) = ? LIMIT 1",
+                    (folder, len(folder) + 1, folder + "/")).fetchone():
+        return None
+    close = closest_folder(conn, folder)
+    return f"path {folder!r}: no such folder or note in the vault" + (f" (did you mean {close!r}?)" if close else "")
+
+
+def closest_folder(conn: sqlite3.Connection, folder: str) -> str | None:
+    """The vault's folder that ``folder`` (which it lacks) likely means: the
+    one that differs only in case, else the closest name; None when none is near."""
+    folder = folder.strip("/")
+    folders = {parent for (path,) in conn.execute("SELECT path FROM notes") for parent in _parents(path)}
+    same = sorted(f for f in folders if f.casefold() == folder.casefold())
+    close = same or difflib.get_close_matches(folder, sorted(folders), n=1)
+    return close[0] if close else None
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def clean_text(text: str) -> str:

@@ -10,6 +10,7 @@ answers the same tools over the SDK's streamable HTTP transport at ``/mcp``
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 import sys
@@ -56,9 +57,18 @@ When results run out: results stop where relevance falls below the cut (an optio
 limit, rephrase or try other words. A warning says when only weak guesses were found, or chunks still wait for vectors.
 Options: {options}"""
 
-VaultParam = Annotated[str | None, Field(description=(
-    "Which vault, by name or folder, when the server serves several (status lists them); default: every vault "
-    "for search (each result names its vault), the only vault otherwise."))]
+
+
+def vault_param(default: str) -> Any:
+    """A tool's ``vault`` parameter, saying what it does when left out (``default``)."""
+    return Annotated[str | None, Field(description=(
+        f"Which vault, by name (status lists them) or folder, when the server serves several; default: {default}."))]
+
+
+# What each tool does without a vault named, when the server serves several.
+VaultParam = vault_param("the only vault (with several, name one)")
+EveryVault = vault_param("every vault, each result naming its own")
+EachVaultStatus = vault_param("the only vault's status (with several, each vault's)")
 NamedParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), or a "
                                               "note's name or alias as a wikilink names it.")]
 NoteParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), "
@@ -91,8 +101,8 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
     def call(fn):
         try:
             return fn(state["service"])
-        except VaultSearchError as exc:
-            raise ToolError(agent_words(str(exc), names)) from None
+        except VaultSearchError as exc:   # vaults named, never their folders (the server may be serve's)
+            raise ToolError(agent_words(state["service"].without_paths(str(exc)), names)) from None
         except (ValueError, TypeError) as exc:
             # A value the library could not take (HTTP's 400): the agent's
             # mistake, told in one line, never a traceback in the server's log.
@@ -103,7 +113,31 @@ def build_server(service_factory: Callable[[], SearchService | VaultSet], *, own
     _reading_tools(mcp, call)   # the order the tools are listed in
     _browsing_tools(mcp, call)
     _memory_tools(mcp, call)
+    refuse_unknown_arguments(mcp)
     return mcp
+
+
+def refuse_unknown_arguments(mcp: Any) -> None:
+    """A tool call with an argument its tool does not take is refused,
+    naming the closest it does take, as HTTP refuses an unknown parameter:
+    the SDK would drop it, and a misspelt filter would silently search
+    everything."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    takes: dict[str, list[str]] = {}
+    call_tool = mcp.call_tool
+
+    async def checked(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if not takes:
+            takes.update({t.name: list(t.input_schema.get("properties", {})) for t in await mcp.list_tools()})
+        unknown = sorted(set(arguments or {}) - set(takes.get(name, arguments or {})))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], takes[name], n=1)
+            raise ToolError(f"{name} takes no parameter {unknown[0]!r}"
+                            + (f" (did you mean {close[0]!r}?)" if close else ""))
+        return await call_tool(name, arguments, context)
+
+    mcp.call_tool = checked
 
 
 def _search_tool(mcp: Any, call: Callable) -> None:
@@ -127,7 +161,7 @@ def _search_tool(mcp: Any, call: Callable) -> None:
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=query_param),
          *SearchOptions.tool_parameters(),
-         inspect.Parameter("vault", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=VaultParam, default=None)],
+         inspect.Parameter("vault", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=EveryVault, default=None)],
         return_annotation=dict[str, Any])
     mcp.tool(description=SEARCH_HELP.format(options=SearchOptions.tool_help()))(search)
 
@@ -198,7 +232,8 @@ def _reading_tools(mcp: Any, call: Callable) -> None:
                                                    json_schema_extra={"minimum": 1})] = None,
             vault: VaultParam = None) -> dict[str, Any]:
         """Read several notes at once, in the order named (a glob's in path order), until max_bytes is
-        reached. `cut` lists the notes left out or cut short: read those with `get`."""
+        reached. `cut` lists the notes left out or cut short: read those with `get`; `missing` each name that
+        named no note (or several), with why, while the others are read."""
         patterns = [paths] if isinstance(paths, str) else list(paths)
         return call(lambda s: s.multi_get(patterns, max_bytes, max_lines, vault).to_dict())
 
@@ -242,7 +277,7 @@ def _browsing_tools(mcp: Any, call: Callable) -> None:
         return call(lambda s: s.tags(limit, vault).to_dict())
 
     @tool
-    def status(vault: VaultParam = None) -> dict[str, Any]:
+    def status(vault: EachVaultStatus = None) -> dict[str, Any]:
         """How many notes and chunks are indexed, the embedding model, how many chunks still wait
         for a vector, when the index last synced, and any files that could not be indexed (with
         several vaults and none named: {"vaults": [each vault's status]})."""

@@ -3,7 +3,7 @@
 Each search (every face: CLI, thin client, HTTP, MCP, Python API) adds its
 query, mode, took_ms, how many results, the best relevance, and its top hits
 with how each matched; a ``get`` (or ``multi-get``) of one of those notes
-within ``FOLLOW_WINDOW_S`` marks the search as followed. ``vault-search log``
+within ``FOLLOW_WINDOW_S`` marks the last search that listed it as followed. ``vault-search log``
 lists recent searches; ``log --misses`` the ones that found nothing, found
 only weak matches (best relevance under ``WEAK``), or were never followed by
 a ``get``: what a person or an agent reads to see what its memory fails to
@@ -212,14 +212,18 @@ def _storable(text: str) -> str:
 
 
 def followed(index_dir: str | Path, paths: list[str]) -> None:
-    """Mark the recent searches that listed one of ``paths`` as followed by a get."""
+    """Mark as followed by a get, for each of ``paths``, the one search that
+    listed it last (within ``FOLLOW_WINDOW_S``): the search the get answers.
+    Older searches that listed it stay as they were, so one get never hides
+    several misses."""
     if not paths:
         return
     try:
         with closing(_connect(index_dir)) as conn:
             marks = ",".join("?" * len(paths))
-            conn.execute(f"UPDATE searches SET followed = 1 WHERE at >= ? AND followed = 0 AND id IN "
-                         f"(SELECT search_id FROM hits WHERE path IN ({marks}))",
+            conn.execute(f"UPDATE searches SET followed = 1 WHERE id IN (SELECT max(h.search_id) FROM hits h "
+                         f"JOIN searches s ON s.id = h.search_id WHERE s.at >= ? AND h.path IN ({marks}) "
+                         "GROUP BY h.path)",
                          [time.time() - FOLLOW_WINDOW_S, *[_storable(p) for p in paths]])
     except Exception as exc:   # a get has its note whatever happens here
         if _damaged(exc):

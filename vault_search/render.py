@@ -135,7 +135,8 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
         if row.name_match:
             parts.append(f"query is its {row.name_match}: ranked first")
         if row.recency_factor is not None:
-            parts.append(f"dated {row.date}, recency x{row.recency_factor:.3f}")
+            aged = f"dated {row.date}" if row.date else f"undated, modified {row.modified}"
+            parts.append(f"{aged}, recency x{row.recency_factor:.3f}")
         if row.boost_factor is not None:
             shown = "missing" if row.boost_value is None else f"{row.boost_value:g}"
             parts.append(f"boost {shown} x{row.boost_factor:.3f}")
@@ -300,6 +301,9 @@ def render_notes(texts: NoteTexts) -> str:
     if texts.cut:
         out.append("left out or cut short (--max-bytes, --max-lines):")
         out.extend(f"  {printable(c.path)}  {c.bytes} bytes, {c.reason}" for c in texts.cut)
+    if texts.missing:
+        out.append("not found (the notes above were read):")
+        out.extend(f"  {printable(m.error)}" for m in texts.missing)
     return "\n".join(out).rstrip("\n")
 
 
@@ -341,8 +345,14 @@ def render_log(logged, misses: bool) -> str:
     return "\n".join(lines)
 
 
-def render_timeline(timeline: Timeline) -> str:
-    """``ls --timeline``: one entry a line, oldest first."""
+def render_timeline(timeline: Timeline, after: str | None = None, before: str | None = None) -> str:
+    """``ls --timeline``: one entry a line, oldest first; one line that says
+    so when there is none (within ``after``/``before``, as the user gave them)."""
+    if not timeline.entries:
+        window = (f" from {after} to {before}" if after and before else f" from {after}" if after
+                  else f" up to {before}" if before else "")
+        return (f"no daily-log entries in {printable(timeline.folder)}{printable(window)} (an entry is a "
+                "'### HH:MM - Title' heading in a note dated by its frontmatter or its YYYY-MM-DD file name)")
     return "\n".join(f"{e.at.replace('T', ' ')}  {printable(e.title)}  {printable(e.path)}:{e.start_line}-{e.end_line}"
                      for e in timeline.entries)
 

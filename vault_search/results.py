@@ -69,7 +69,8 @@ class ExplainRank:
     blended_score: float | None
     # In the JSON only when set:
     name_match: str | None = None    # "title", "alias" or "file": the query is this note's name
-    date: str | None = None          # with recency_factor: the date a recency half-life aged it by
+    date: str | None = None          # with recency_factor: the date a recency half-life aged it by ...
+    modified: str | None = None      # ... else, for a note without a date, its file's modification time
     recency_factor: float | None = None
     relevance: float | None = None       # as in the result, with its parts below
     evidence: dict | None = None         # keyword, translated, vector, name: each 0-1
@@ -90,7 +91,8 @@ class ExplainRank:
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        for key in ("name_match", "date", "recency_factor", "relevance", "evidence", "boost_value", "boost_factor"):
+        for key in ("name_match", "date", "modified", "recency_factor", "relevance", "evidence", "boost_value",
+                    "boost_factor"):
             if data[key] is None:
                 del data[key]
         return {**data, **{key: getattr(self, key) for key in self.LEGACY}}
@@ -318,12 +320,20 @@ class CutNote:
 
 
 @dataclass
+class MissingNote:
+    """A pattern of ``multi-get`` that named no note (or several by one name): the others are still read."""
+    pattern: str
+    error: str       # the one-line error a ``get`` of it gives
+
+
+@dataclass
 class NoteTexts:
     """``multi-get``: notes in path order, within ``max_bytes`` in all."""
     notes: list[NoteText] = field(default_factory=list)
     cut: list[CutNote] = field(default_factory=list)
     bytes: int = 0
     max_bytes: int = 0
+    missing: list[MissingNote] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -291,19 +291,19 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send(200, answer)
         except WrongVaultError as exc:
-            self._send(409, {"error": str(exc)})
+            self._send(409, {"error": self._shown(exc)})
         except (UsageValueError, ValueError, TypeError) as exc:
             # The CLI (thin client, fast path) says its flags; any other client its parameters.
             cli = self.headers.get(CLIENT_HEADER) == "cli"
-            self._send(400, {"error": str(exc) if cli else agent_words(str(exc), set(ENDPOINTS[endpoint]))})
+            self._send(400, {"error": str(exc) if cli else agent_words(self._shown(exc), set(ENDPOINTS[endpoint]))})
         except AmbiguousNameError as exc:
-            self._send(400, {"error": str(exc)})
+            self._send(400, {"error": self._shown(exc)})
         except PathOutsideVaultError as exc:
-            self._send(403, {"error": str(exc)})
+            self._send(403, {"error": self._shown(exc)})
         except NoteNotFoundError as exc:
-            self._send(404, {"error": str(exc)})
+            self._send(404, {"error": self._shown(exc)})
         except VaultSearchError as exc:
-            self._send(500, {"error": str(exc)})
+            self._send(500, {"error": self._shown(exc)})
         except Exception as exc:  # never let one request kill the server
             log.exception("request failed")
             self._send(500, {"error": f"internal error ({exc.__class__.__name__})"})
@@ -359,6 +359,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _shown(self, exc: Exception) -> str:
+        """An error as a client is told it: the vaults named, never their
+        folders on this machine (``VaultSet.without_paths``); the CLI's thin
+        client, on this machine, prints what a local search would."""
+        vaults = self.server.vaults
+        if vaults is None or self.headers.get(CLIENT_HEADER) == "cli":
+            return str(exc)
+        return vaults.without_paths(str(exc))
 
     def _call(self) -> Call:
         vaults = self.server.vaults

@@ -16,6 +16,7 @@ resident face's answer carries (``full``) stop at MAX_FULL_TEXT_BYTES
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
@@ -109,8 +110,22 @@ class VaultSet:
         for service in self.services:
             if vault in (service.config.vault_name, str(service.config.vault)):
                 return service
-        raise WrongVaultError(f"this server serves {', '.join(str(s.config.vault) for s in self.services)}, "
-                              f"not {vault}")
+        raise WrongVaultError(f"no vault named '{vault}' here; this server serves {', '.join(self.names)}")
+
+    def without_paths(self, message: str) -> str:
+        """``message`` (an error for a client over the network) with each
+        vault's folder written as its name, each index folder as ``<index
+        of NAME>`` and the home folder as ``~``: a caller learns which vault,
+        never where it lies on the machine."""
+        named = [(os.path.expanduser("~"), "~")]
+        for service in self.services:
+            config, name = service.config, service.config.vault_name
+            for folder, shown in ((config.index_dir, f"<index of {name}>"), (config.vault, name)):
+                named += [(str(folder), shown), (os.path.realpath(folder), shown)]
+        for folder, shown in sorted(set(named), key=lambda pair: -len(pair[0])):
+            if len(folder) > 1:
+                message = message.replace(folder, shown)
+        return message
 
     def search(self, query: str, options: SearchOptions, vault: str | None = None, *,
                rerank_settings: RerankSettings | None = None, log: bool = True) -> SearchResponse:

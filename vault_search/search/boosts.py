@@ -31,7 +31,7 @@ from indexer.config import VaultConfig
 from indexer.errors import UsageValueError
 from indexer.store import name_key
 
-from ..filters import CHUNK_DATE_SQL
+from ..filters import CHUNK_DATE_SQL, MODIFIED_SQL
 from ..fusion import Fused
 from ..options import SearchOptions
 from .lists import first_chunks
@@ -58,8 +58,9 @@ class NameMatch:
 @dataclass(frozen=True)
 class Age:
     """How recency weighed a note."""
-    date: str       # the date its age counts from
-    factor: float   # 0.5 ** (age / half-life)
+    date: str | None         # the date its age counts from (a daily-log entry's, the note's) ...
+    factor: float            # 0.5 ** (age / half-life)
+    modified: str | None = None   # ... else its file's modification time (a note without a date)
 
 
 @dataclass(frozen=True)
@@ -142,33 +143,35 @@ def apply_boosts(reader: Reader, plan: QueryPlan, fused: list[Fused], now: dt.da
     return out
 
 
-def chunk_dates(conn: sqlite3.Connection, fused: list[Fused]) -> dict[int, str]:
-    """chunk id -> the date its age counts from: a daily-log entry's time,
-    else the note's frontmatter date, else its file's mtime."""
+def chunk_dates(conn: sqlite3.Connection, fused: list[Fused]) -> dict[int, tuple[str | None, str]]:
+    """chunk id -> (its date: a daily-log entry's time, else the note's
+    frontmatter or file-name date, else None; its file's mtime)."""
     ids = [f.chunk_id for f in fused]
     if not ids:
         return {}
-    return dict(conn.execute(
-        f"SELECT c.id, {CHUNK_DATE_SQL} FROM chunks c JOIN notes n ON n.id = c.note_id "
-        f"WHERE c.id IN ({','.join('?' * len(ids))})", ids))
+    return {chunk: (date, modified) for chunk, date, modified in conn.execute(
+        f"SELECT c.id, {CHUNK_DATE_SQL}, {MODIFIED_SQL} FROM chunks c JOIN notes n ON n.id = c.note_id "
+        f"WHERE c.id IN ({','.join('?' * len(ids))})", ids)}
 
 
-def recency(fused: list[Fused], dates: dict[int, str], half_life: float,
+def recency(fused: list[Fused], dates: dict[int, tuple[str | None, str]], half_life: float,
             now: dt.datetime) -> tuple[list[Fused], dict[int, Age]]:
     """Each score times 0.5 ** (age in days at ``now`` / ``half_life``),
-    re-sorted (name matches stay first); and note id -> its ``Age``, for
-    the results that have a date."""
+    re-sorted (name matches stay first); and note id -> its ``Age``. A note
+    without a date is aged by its file's mtime: unlike a filter, recency
+    only reorders, and leaving undated notes unaged would put every one of
+    them above every dated note."""
     out, factors = [], {}
     for f in fused:
-        date = dates.get(f.chunk_id)
-        when = _parsed_date(date) if date else None
-        if date is None or when is None:
+        date, modified = dates.get(f.chunk_id, (None, None))
+        when = _parsed_date(date or modified) if date or modified else None
+        if when is None:
             out.append(f)
             continue
         age_days = max((now - when).total_seconds() / 86400, 0.0)
         factor = 0.5 ** (age_days / half_life)
         out.append(replace(f, score=f.score * factor))
-        factors[f.note_id] = Age(date, factor)
+        factors[f.note_id] = Age(date, factor, None if date else modified)
     return sorted(out, key=lambda f: (f.name_match is None, -f.score)), factors
 
 

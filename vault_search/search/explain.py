@@ -50,7 +50,7 @@ def explain_row(trace: Trace, row: Ranked) -> ExplainRank:
     return ExplainRank(
         path=row.result.path, ranks=dict(f.ranks), scores={name: sig6(s) for name, s in f.scores.items()},
         fused_score=sig6(f.score), rerank_score=f.rerank, blended_score=sig6_or_none(f.blended),
-        name_match=f.name_match, date=age.date if age else None,
+        name_match=f.name_match, date=age.date if age else None, modified=age.modified if age else None,
         recency_factor=sig6(age.factor) if age else None, relevance=round3(f.relevance),
         boost_value=prior.value if prior else None, boost_factor=sig6(prior.factor) if prior else None,
         evidence={k: round(v, 3) for k, v in asdict(proof).items()} if proof else None)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from indexer.segment import WORD_RE, has_han
 from indexer.store import name_key
 
-from ..filters import SearchFilters
+from ..filters import SearchFilters, filter_warnings
 from ..hits import ChunkHit
 from ..keyword import CHUNKS_PER_RESULT, MIN_CHUNK_DEPTH, keyword_notes
 from ..query import MAX_QUERY_CHARS, FtsQuery
@@ -49,7 +49,7 @@ class Found:
 
 def retriever_lists(reader: Reader, plan: QueryPlan) -> Found:
     """Stage 3: each list the plan's mode runs (see the module), and warnings."""
-    found = Found({})
+    found = Found({}, filter_warnings(reader.conn, plan.filters))
     lists, mode = found.lists, plan.mode
     if mode in ("fts", "hybrid"):
         lists["fts"] = keyword_list(reader, plan, plan.fq)

@@ -28,7 +28,7 @@ from indexer.config import VaultConfig
 from indexer.errors import VaultSearchError
 from indexer.plain import reading_text
 
-from ..filters import Staleness
+from ..filters import CHUNK_DATE_SQL, Staleness
 from ..fusion import Fused
 from ..results import Scores, SearchResult
 from ..snippet import has_words, make_snippet, says_something, under_heading
@@ -116,7 +116,7 @@ def chunk_rows(conn: sqlite3.Connection, config: VaultConfig, ids: list[int]) ->
     stale_sql, stale_params = Staleness.from_config(config).sql()
     rows = {r[0]: ChunkRow(*r[1:]) for r in conn.execute(
         f"""SELECT c.id, n.path, n.title, n.tags, c.heading, c.start_line, c.end_line, c.text,
-                   coalesce({stale_sql}, 0), coalesce(c.at, n.date)
+                   coalesce({stale_sql}, 0), {CHUNK_DATE_SQL}
             FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})""", [*stale_params, *ids])}
     return {chunk_id: row if row.has_words else with_content(conn, chunk_id, row)
             for chunk_id, row in rows.items()}

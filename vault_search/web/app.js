@@ -10,7 +10,7 @@
   const $ = (id) => document.getElementById(id);
   const q = $("q"), mode = $("mode"), compare = $("compare"), vaultBox = $("vault");
   const filters = { tag: $("tag"), path: $("path"), after: $("after"), before: $("before") };
-  const results = $("results"), preview = $("preview"), statusLine = $("status");
+  const results = $("results"), preview = $("preview"), statusLine = $("status"), notice = $("notice");
 
   let timer = 0, seq = 0, inflight = null, composing = false, previewSeq = 0, previewTimer = 0;
   let hits = [], selected = -1, terms = new Map();   // terms: the words to mark, by vault (termsOf)
@@ -18,7 +18,11 @@
   // vaults, or the only one). ``vaults``: each served vault ({name, path,
   // model}) once the first status has come, when there are several.
   let vault = "", vaults = [];
+  // Every vault served ({name, path}), one or several, once a status has
+  // said; empty while none has (or the first status could not be read).
+  let served = [];
   let vaultsKnown;
+  // Settled by the first status, read or not: nothing waits on it for ever.
   const knowVaults = new Promise((ok) => { vaultsKnown = ok; });
 
   // -- state in the URL ------------------------------------------------------
@@ -55,8 +59,19 @@
 
   function vaultName(value) {
     // An address from before vaults had names in it (a folder): the vault's name.
-    const known = vaults.find((v) => v.name === value || v.path === value);
+    const known = served.find((v) => v.name === value || v.path === value);
     return known ? known.name : value;
+  }
+
+  function checkVault() {
+    // An address naming a vault this server does not serve: say so, and search
+    // every vault (or the only one) rather than answer each search with an error.
+    if (!vault || !served.length || served.some((v) => v.name === vault)) return;
+    notice.textContent = `No vault named “${vault}”; searching ${served.length > 1 ? "all vaults" : served[0].name}.`;
+    notice.hidden = false;
+    vault = "";
+    writeUrl(false);
+    showVault();
   }
 
   function showVault() {
@@ -117,9 +132,10 @@
         // Side by side is each vault's own: its lists, its weights, its model's
         // cosines. With several vaults and none chosen, one panel per vault.
         const signal = inflight.signal;
-        const served = await knowVaults;   // (and an old address's folder made a name)
+        const several = await knowVaults;   // (and an old address's folder made a name)
         if (mine !== seq) return;
-        const names = vault ? [vault] : served.map((v) => v.name);
+        checkVault();
+        const names = vault ? [vault] : several.map((v) => v.name);
         const answers = await Promise.all((names.length ? names : [""]).map((name) =>
           getJson("/search", params(extra, name), signal).catch((e) => {
             if (e.name === "AbortError") throw e;
@@ -127,7 +143,13 @@
           })));
         if (mine === seq) renderCompare(query, names, answers);
       } else {
-        const data = await getJson("/search", params(extra), inflight.signal);
+        const signal = inflight.signal;
+        if (vault) {   // the address named a vault: known to this server?
+          await knowVaults;
+          if (mine !== seq) return;
+          checkVault();
+        }
+        const data = await getJson("/search", params(extra), signal);
         render(mine, query, data);
       }
     } catch (err) {
@@ -450,8 +472,9 @@
     try {
       // Every vault's status (the menu lists them), the line the chosen one's.
       const s = await getJson("/status", new URLSearchParams());
+      if (!served.length) served = (s.vaults || [s]).map((v) => ({ name: v.vault_name || v.vault, path: v.vault }));
       if (s.vaults) fillVaults(s.vaults);
-      else vaultsKnown([]);
+      else knowOne();
       const all = s.vaults ? s.vaults.filter((v) => !vault || v.vault_name === vault) : [s];
       const one = all.reduce((a, v) => ({
         notes: a.notes + v.notes, chunks: a.chunks + v.chunks, waiting_chunks: a.waiting_chunks + v.waiting_chunks,
@@ -465,15 +488,29 @@
       statusLine.dataset.waiting = String(one.waiting_chunks);
       if (one.waiting_chunks > 0 || (one.server && one.server.pending_changes > 0)) next = 2000;
     } catch (err) {
-      statusLine.textContent = `status: ${err.message || err}`;
+      // Searching needs no status: say it could not be read, and let nothing wait for it.
+      statusLine.textContent = `status could not be read (${err.message || err}); searching still works`;
+      statusLine.dataset.failed = "1";
+      vaultsKnown([]);
       next = 5000;
     }
     statusTimer = setTimeout(pollStatus, next);
   }
 
-  function fillVaults(served) {
+  function knowOne() {
+    delete statusLine.dataset.failed;
+    const named = vaultName(vault);
+    if (named !== vault) {   // an old address named the vault by its folder
+      vault = named;
+      writeUrl(false);
+    }
+    vaultsKnown([]);
+  }
+
+  function fillVaults(several) {
+    delete statusLine.dataset.failed;
     if (vaults.length) return;
-    vaults = served.map((v) => ({ name: v.vault_name || v.vault, path: v.vault, model: v.model }));
+    vaults = several.map((v) => ({ name: v.vault_name || v.vault, path: v.vault, model: v.model }));
     for (const v of vaults) {
       const o = document.createElement("option");
       o.value = v.name;
@@ -512,6 +549,7 @@
   for (const node of [mode, compare]) node.addEventListener("change", () => { clearTimeout(timer); run("control"); });
   vaultBox.addEventListener("change", () => {
     clearTimeout(timer);
+    notice.hidden = true;
     vault = vaultBox.value;
     loadTags();
     pollStatus();
