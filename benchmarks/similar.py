@@ -196,6 +196,7 @@ def evaluate(idx: Index, labels: dict, made: dict, limit: int = 10) -> dict:
         {frozenset((s,)) for s in made}
     asked: list[tuple[str, dict]] = []   # (what was asked, the response)
     found = total = 0
+    by_kind: dict[str, list[int]] = {}   # copy / note / draft -> [found, asked]
     for source, m in made.items():
         for question, kwargs in (("copy", {"note": m["copy"]}), ("note", {"note": source}),
                                  ("draft", {"text": m["draft"]})):
@@ -205,6 +206,9 @@ def evaluate(idx: Index, labels: dict, made: dict, limit: int = 10) -> dict:
             want = m["copy"] if question == "note" else source
             total += 1
             found += want in marked(response)
+            by_kind.setdefault(question, [0, 0])
+            by_kind[question][0] += want in marked(response)
+            by_kind[question][1] += 1
             asked.append((kwargs.get("note") or "text:" + source, response))
     close_marked = close_listed = 0
     for a, b in labels["close"]:
@@ -224,7 +228,7 @@ def evaluate(idx: Index, labels: dict, made: dict, limit: int = 10) -> dict:
             else:
                 wrong.append((source, path))
     nothing = sum(nothing_like(idx.similar(text=t, limit=limit).to_dict()) for t in labels["unrelated"])
-    return {"recall": found / max(total, 1), "positives": total, "marked": right + len(wrong),
+    return {"recall": found / max(total, 1), "positives": total, "recall_by_question": by_kind, "marked": right + len(wrong),
             "precision": right / max(right + len(wrong), 1), "wrong": sorted(set(wrong)),
             "close_marked": close_marked / len(labels["close"]), "close_listed": close_listed / len(labels["close"]),
             "close_pairs": len(labels["close"]), "unrelated_nothing": nothing / len(labels["unrelated"]),
@@ -248,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{s['recall']:.2f} of {s['positives']}; close-topic pairs marked {s['close_marked']:.2f}, listed "
               f"{s['close_listed']:.2f} of {s['close_pairs']}; unrelated text 'nothing clearly like it' "
               f"{s['unrelated_nothing']:.2f} of {s['unrelated']} ({time.perf_counter() - t0:.0f} s)")
+        print("  recall by question: " + ", ".join(f"{k} {f}/{n}" for k, (f, n) in s["recall_by_question"].items()))
         for source, path in s["wrong"]:
             print(f"  marked, not a labelled duplicate: {source} -> {path}")
     if args.json:

@@ -25,7 +25,9 @@ median note's distance to its nearest neighbour, each note gets a verdict:
   neighbours: the notes this close to the source (there may be several
   copies) are each at most 1 / ``GAP`` as far as the next note that is not;
 - ``related`` (link it): at least as close as ``RELATED_PERCENTILE`` percent
-  of the vault's notes are to their own nearest neighbour;
+  of the vault's notes are to their own nearest neighbour, and as far above
+  the source's median note as that level is above the vault's (a short
+  Chinese draft stands close to every Chinese note: its kin must stand out);
 - ``none``: neither. When no note is near-duplicate or related, the
   ``WEAK_GUESSES`` closest are listed with the warning "nothing clearly like
   it".
@@ -212,7 +214,10 @@ def measure(reader: Reader, source: Source, vector: np.ndarray) -> Measured | No
     keep = yard.note_ids != (source.note_id if source.note_id is not None else -1)
     note_ids, closeness = yard.note_ids[keep], closeness[keep]
     typical = 1.0 - yard.level(50)                      # the median note's distance to its nearest
+    # Related stands as far above the source's bulk as the vault's related level stands above
+    # the vault's: a short Chinese draft is close to every Chinese note, and its kin must be closer.
     related = yard.level(RELATED_PERCENTILE)
+    related = max(related, float(np.median(closeness)) + related - yard.bulk)
     levels = {"near_duplicate": round(1.0 - typical / GAP, 4), "related": round(related, 4)}
     order = np.argsort(-closeness, kind="stable")
     distance = 1.0 - closeness[order]
@@ -321,15 +326,19 @@ class Yardstick:
 
     def _nearest(self) -> np.ndarray:
         """Up to ``YARDSTICK_NOTES`` notes, evenly spaced by id: each one's
-        coverage by its nearest other note, sorted."""
+        coverage by its nearest other note, sorted (``bulk``: the median of
+        each one's median coverage, how close notes that are not kin stand)."""
         picked = np.linspace(0, len(self.note_ids) - 1, min(len(self.note_ids), YARDSTICK_NOTES)).astype(int)
+        self.bulk = 0.0
         if len(self.note_ids) < 2:
             return np.zeros(0)
-        out = []
+        out, medians = [], []
         for i in np.unique(picked):
             closeness = self.coverage(self.rows_of(int(self.note_ids[i])))
             closeness[i] = -np.inf
             out.append(float(closeness.max()))
+            medians.append(float(np.median(closeness)))
+        self.bulk = float(np.median(medians))
         return np.sort(np.asarray(out))
 
     def level(self, percentile: float) -> float:
