@@ -228,7 +228,8 @@ def evaluate(idx: Index, labels: dict, made: dict, limit: int = 10) -> dict:
             else:
                 wrong.append((source, path))
     nothing = sum(nothing_like(idx.similar(text=t, limit=limit).to_dict()) for t in labels["unrelated"])
-    return {"recall": found / max(total, 1), "positives": total, "recall_by_question": by_kind, "marked": right + len(wrong),
+    return {"recall": found / max(total, 1), "positives": total, "recall_by_question": by_kind,
+            "marked": right + len(wrong),
             "precision": right / max(right + len(wrong), 1), "wrong": sorted(set(wrong)),
             "close_marked": close_marked / len(labels["close"]), "close_listed": close_listed / len(labels["close"]),
             "close_pairs": len(labels["close"]), "unrelated_nothing": nothing / len(labels["unrelated"]),
