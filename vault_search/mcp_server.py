@@ -154,7 +154,8 @@ def _memory_tools(mcp: Any, call: Callable) -> None:
         """The notes most like a note or a text, the note itself excluded, each with a verdict judged
         against this vault's own notes. Call it before writing a memory. verdict "near-duplicate": the
         note says nearly all of it and stands out from every other note (read it with get, then update it
-        rather than write another); "related": close, but a different note (write yours and link to it);
+        rather than write another); "related": a different note on the subject, which may say part of it
+        (read it; write yours and link to it);
         "none": nothing clearly like it (the response's verdict is "none" and a warning says so).
         similarity is how much of the source the note says (levels gives what each verdict needs on this
         vault); overlap is the share of the source's key words the note holds."""

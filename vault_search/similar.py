@@ -72,11 +72,12 @@ MAX_LIMIT = 100
 WEAK_GUESSES = 3
 SOURCE_ROWS = 64           # of a long note's chunks, the ones (evenly spaced) compared
 # The notes whose nearest neighbour makes the vault's scale: on oldwinter-garden-zh (3,139
-# notes) the median and the 10th percentile of 400 evenly spaced notes are within 0.003 of all notes'.
+# notes) the median of 400 evenly spaced notes is within 0.001 of all notes'; measuring them takes 0.3 s.
 YARDSTICK_NOTES = 400
-# "Twice as close": made copies stand at most 0.3 of the next note's distance from their
-# source and at most 0.35 of the vault's median nearest distance; different notes on close
-# topics (Sorting and Grouping, the Custom Statuses family) at 0.6 or more (benchmarks/README.md).
+# "Twice as close": made copies stand at most 0.49 of the next note's distance from their
+# source and at most 0.42 of the vault's median nearest distance; the closest different notes on
+# close topics (Minimal and Things Theme, Custom Statuses and Statuses) at 0.52 and 0.78 of the
+# next's: a thin margin either side (benchmarks/README.md, "similar").
 GAP = 2.0
 # Related: as close as 90% of the notes are to their nearest neighbour. On both shared vaults
 # every labelled close-topic pair but one passes, and the closest note to most unrelated texts does not.
