@@ -309,3 +309,23 @@ def test_a_failed_query_log_write_loses_nothing_and_locks_nothing(tmp_path, monk
         write(vault / "Inbox/after.md", "# After\nthe okapi\n")
         assert idx.sync(embed=False).added == 1             # and the index still takes writes
         assert [r.path for r in idx.search("okapi", mode="fts").results] == ["Inbox/after.md"]
+
+
+def test_the_mcp_similar_tool_says_update_only_on_a_near_duplicate(shared):
+    """Issue 37: the tool told agents to update any note marked near-duplicate on a fixed cosine;
+    now its description names the three verdicts, and the answer is the CLI's JSON."""
+    import asyncio
+
+    from vault_search.mcp_server import INSTRUCTIONS, build_server
+
+    tools = {t.name: t for t in asyncio.run(build_server(lambda: None).list_tools())}
+    description = tools["similar"].description
+    for words in ('"near-duplicate"', '"related"', '"none"', "update it rather than write another",
+                  "levels gives what each verdict needs on this vault"):
+        assert words in description, words
+    assert "0.93" not in description and '"near-duplicate" means' in INSTRUCTIONS
+    vault, index_dir = shared
+    with Index.open(vault, index_dir) as idx:
+        answer = idx.similar("memory/deploy-checklist.md").to_dict()
+    assert answer["results"] == cli_json(shared, "similar", "memory/deploy-checklist.md")["results"]
+    assert answer["verdict"] == "near-duplicate" and set(answer["levels"]) == {"near_duplicate", "related"}
