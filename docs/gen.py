@@ -45,7 +45,7 @@ ANSWERS = {
     "/get": "`{path, start_line, end_line, total_lines, text, truncated, warnings}`; `path` may be "
             "`PATH:START-END` or a note's name or alias",
     "/multi-get": "`multi-get --json`: `{notes, cut, bytes, max_bytes, missing}`",
-    "/similar": "`similar --json`: `{source, mode, terms, took_ms, warnings, results}`",
+    "/similar": "`similar --json`: `{source, mode, terms, took_ms, warnings, results, verdict, levels}`",
     "/log": "`log --json`: `{path, enabled, entries}`",
     "/ls": "`ls --json`: `{folder, folders, notes}`; with `timeline=1` `{folder, entries}`",
     "/links": "`links --json`: `{path, outlinks, backlinks, unresolved}`",

@@ -52,17 +52,24 @@ def test_similar_finds_the_near_duplicate_and_never_the_note_itself(shared):
     paths = [r["path"] for r in data["results"]]
     assert paths[0] == "memory/upgrade-k3s.md" and "memory/deploy-checklist.md" not in paths
     first = data["results"][0]
-    assert first["near_duplicate"] is True and first["similarity"] >= 0.93 and first["overlap"] >= 0.5
+    assert first["near_duplicate"] is True and first["verdict"] == "near-duplicate" == data["verdict"]
+    assert first["similarity"] >= data["levels"]["near_duplicate"] and first["overlap"] >= 0.5
     assert {"drain", "node"} <= set(first["shared"])
-    assert all(not r["near_duplicate"] for r in data["results"][1:])
-    # By name too, and a note unlike everything gets a few weak guesses, said so.
+    assert all(not r["near_duplicate"] and r["verdict"] == "related" for r in data["results"][1:])
+    assert all(r["similarity"] >= data["levels"]["related"] for r in data["results"][1:])
+    text = run(shared, "similar", "memory/deploy-checklist.md").stdout
+    assert "near-duplicate: update it" in text.splitlines()[0] and "related: link it" in text.splitlines()[2]
+    # By name too; a note whose only kin is a daily log's passing mention of its title gets the
+    # few closest as weak guesses, said so (the vault's yardstick: nothing is as close as related).
     deep = cli_json(shared, "similar", "Deep Work")
     assert "Notes/Reading/Deep Work.md" not in [r["path"] for r in deep["results"]]
     assert deep["results"][0]["path"] == "memory/2026-11-01.md"   # "Finished two chapters of Deep Work"
-    assert not deep["warnings"]
+    assert deep["verdict"] == "none" and {r["verdict"] for r in deep["results"]} == {"none"}
+    assert deep["warnings"] == ["nothing clearly like it: the 3 closest notes, all weak matches"]
+    assert "nothing clearly like Notes/Reading/Deep Work.md" in run(shared, "similar", "Deep Work").stdout
     teal = cli_json(shared, "similar", "--text", "My favourite colour of bicycle is teal")
     assert len(teal["results"]) == 3 and teal["warnings"] == [
-        "nothing clearly like it: the 3 closest notes, all weak matches"]
+        "nothing clearly like it: the 3 closest notes, all weak matches"] and teal["verdict"] == "none"
 
 
 def test_similar_text_reads_before_writing(shared):
@@ -71,8 +78,11 @@ def test_similar_text_reads_before_writing(shared):
     assert data["source"] == "text" and data["mode"] == "hybrid"
     assert [r["path"] for r in data["results"]][:2] == ["memory/upgrade-k3s.md", "memory/deploy-checklist.md"] or \
         [r["path"] for r in data["results"]][:2] == ["memory/deploy-checklist.md", "memory/upgrade-k3s.md"]
+    # A short draft restating one note is related to it, not a near-duplicate of the whole note.
+    assert {r["verdict"] for r in data["results"][:2]} == {"related"} and data["verdict"] == "related"
     unrelated = cli_json(shared, "similar", "--text", "量子园艺与火星上的郁金香")
     assert len(unrelated["results"]) <= 3 and any("weak" in w for w in unrelated["warnings"])
+    assert unrelated["verdict"] == "none"
     assert all(r["near_duplicate"] is False for r in unrelated["results"])
     bad = CliRunner().invoke(main, ["--vault", str(shared[0]), "--index-dir", str(shared[1]), "similar"])
     assert bad.exit_code == 2 and "similar needs a note or a text" in bad.output
@@ -337,3 +347,23 @@ def test_a_failed_query_log_write_loses_nothing_and_locks_nothing(tmp_path, monk
         write(vault / "Inbox/after.md", "# After\nthe okapi\n")
         assert idx.sync(embed=False).added == 1             # and the index still takes writes
         assert [r.path for r in idx.search("okapi", mode="fts").results] == ["Inbox/after.md"]
+
+
+def test_the_mcp_similar_tool_says_update_only_on_a_near_duplicate(shared):
+    """Issue 37: the tool told agents to update any note marked near-duplicate on a fixed cosine;
+    now its description names the three verdicts, and the answer is the CLI's JSON."""
+    import asyncio
+
+    from vault_search.mcp_server import INSTRUCTIONS, build_server
+
+    tools = {t.name: t for t in asyncio.run(build_server(lambda: None).list_tools())}
+    description = tools["similar"].description
+    for words in ('"near-duplicate"', '"related"', '"none"', "update it rather than write another",
+                  "levels gives what each verdict needs on this vault"):
+        assert words in description, words
+    assert "0.93" not in description and '"near-duplicate" means' in INSTRUCTIONS
+    vault, index_dir = shared
+    with Index.open(vault, index_dir) as idx:
+        answer = idx.similar("memory/deploy-checklist.md").to_dict()
+    assert answer["results"] == cli_json(shared, "similar", "memory/deploy-checklist.md")["results"]
+    assert answer["verdict"] == "near-duplicate" and set(answer["levels"]) == {"near_duplicate", "related"}

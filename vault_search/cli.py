@@ -597,13 +597,15 @@ def multi_get(ctx, patterns, max_bytes, max_lines, as_json):
 @click.option("--text", metavar="TEXT", help="Compare a text (a draft about to be written) instead of a note; "
                                             "- reads it from stdin.")
 @click.option("-n", "--limit", type=click.IntRange(1, 100), default=10, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print {source, mode, terms, results} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {source, mode, terms, verdict, levels, results} as JSON.")
 @click.pass_context
 def similar(ctx, note, text, limit, as_json):
     """List the notes most like NOTE, or like --text (read before write).
 
-    Each with its similarity (cosine of its closest chunk), the share of the
-    source's key words it holds, and near-duplicate marked.
+    Each with its similarity (how much of the source it says), the share of
+    the source's key words it holds, and a verdict judged against this vault's
+    own notes: near-duplicate (update that note), related (link it), or
+    nothing clearly like it.
 
     \b
     Examples:

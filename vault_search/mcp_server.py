@@ -39,8 +39,9 @@ keywords and by meaning, across Chinese and English, and returns paths with line
 with that path and line range to read the exact lines before relying on them. If you already know the
 path or the note's name, call `get` directly; `multi_get` reads several notes (a glob or a folder) within a
 size cap, `ls` lists a folder. `links` lists a note's outlinks and backlinks, to follow a topic; `tags`
-lists the tags. Before writing a memory, call `similar` with its text: a near_duplicate result already
-says it (update that note instead). Give `search` a token budget to get whole passages that fit your
+lists the tags. Before writing a memory, call `similar` with its text: its verdict "near-duplicate" means
+a note already says it (read it, then update it instead of writing another); "related" means link to it;
+"none" means write the new note. Give `search` a token budget to get whole passages that fit your
 context instead of snippets. Results marked `stale: true` were not verified recently (or have expired):
 check them before trusting them, or pass {STALE_OPTION}. `status` tells how many notes are indexed and
 whether the index is current."""
@@ -184,11 +185,14 @@ def _memory_tools(mcp: Any, call: Callable) -> None:
                 limit: Annotated[int, Field(description="How many notes, 1 to 100.",
                                             json_schema_extra={"minimum": 1, "maximum": 100})] = 10,
                 vault: VaultParam = None) -> dict[str, Any]:
-        """The notes most like a note or a text, the note itself excluded. Call it before writing a memory:
-        a result with near_duplicate true already says it (update that note instead of writing another).
-        similarity is the cosine of the closest chunk (the same scale for every call; with the default
-        model unrelated notes of a small vault sit at 0.75-0.87, a restatement of the same content above
-        0.93); overlap is the share of the source's key words the note holds."""
+        """The notes most like a note or a text, the note itself excluded, each with a verdict judged
+        against this vault's own notes. Call it before writing a memory. verdict "near-duplicate": the
+        note says nearly all of it and stands out from every other note (read it with get, then update it
+        rather than write another); "related": a different note on the subject, which may say part of it
+        (read it; write yours and link to it);
+        "none": nothing clearly like it (the response's verdict is "none" and a warning says so).
+        similarity is how much of the source the note says (levels gives what each verdict needs on this
+        vault); overlap is the share of the source's key words the note holds."""
         return call(lambda s: s.similar(note, text, limit, vault).to_dict())
 
     @tool

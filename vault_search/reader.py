@@ -10,6 +10,8 @@ What a Reader keeps, each read again when what it was read from changes:
   per published matrix;
 - each chunk's note (``chunk_notes``) and how much of the notes' prose is
   Chinese (``han_share``), per state of the chunks;
+- ``similar``'s yardstick (each note's nearest neighbour), per state of
+  the vectors and the chunks;
 - the last few distinct queries' embeddings and latent terms
   (``query_vector``, ``query_latent``) and the character n-grams of the
   names the title list compares (``name_grams``), per model.
@@ -104,6 +106,8 @@ class Reader:
         self._han_share_key: tuple[int, int] | None = None
         self._queries: Remembered[tuple[str, str], Any] = Remembered(QUERY_VECTOR_CACHE)
         self.name_grams: Remembered[str, frozenset[str]] = Remembered(NAME_GRAMS_CACHE)
+        # What ``similar`` measures a vault by (``similar.Yardstick``), by state of the vectors and chunks.
+        self.yardsticks: Remembered[tuple, Any] = Remembered(2)
 
     @property
     def config(self) -> VaultConfig:

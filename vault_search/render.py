@@ -308,20 +308,21 @@ def render_notes(texts: NoteTexts) -> str:
 
 
 def render_similar(response) -> str:
-    """``similar``: one note a line (similarity, word overlap, near-duplicate), its closest lines and snippet."""
+    """``similar``: one note a line (similarity, word overlap, its verdict), its closest lines and snippet."""
     lines = []
     for w in response.warnings:
         lines.append(click.style(f"warning: {printable(w)}", fg="red"))
     for i, r in enumerate(response.results, 1):
         cos = "-" if r.similarity is None else f"{r.similarity:.3f}"
-        mark = click.style("  near-duplicate", fg="red", bold=True) if r.near_duplicate else ""
+        mark = click.style("  near-duplicate: update it", fg="red", bold=True) if r.near_duplicate else \
+            "  related: link it" if r.verdict == "related" else ""
         lines.append(f"{i:>2}. {click.style(printable(r.title), bold=True)}  "
                      f"{click.style(f'{printable(r.path)}:{r.start_line}-{r.end_line}', fg='cyan')}  "
                      f"similarity {cos}, words {r.overlap:.2f}{mark}")
         if r.snippet:
             lines.append(f"    {printable(r.snippet)}")
-    if not response.results:
-        lines.append(f"nothing like {printable(response.source)}")
+    if response.verdict == "none":
+        lines.append(f"nothing clearly like {printable(response.source)}")
     lines.append(click.style(f"like {printable(response.source)} ({response.mode}, key words: "
                              f"{printable(' '.join(response.terms[:8]))}; {response.took_ms:.0f} ms)", dim=True))
     return "\n".join(lines)
