@@ -40,7 +40,8 @@ def explain(plan: QueryPlan, trace: Trace, rows: list[Ranked]) -> Explain:
         translated_match=translation.query.match if translation else None,
         translated_text=translation.text if translation and translation.blend > 0 else None,
         foreign_query=plan.foreign, notes_han_share=None if trace.han_share is None else round(trace.han_share, 3),
-        boost_settings=trace.boosted.explain_fields())
+        boost_settings=trace.boosted.explain_fields(), syntax=plan.syntax.to_dict() if plan.syntax else None,
+        corrections={c.word: f"{c.kind}: {c.to}" for c in plan.corrections})
 
 
 def explain_row(trace: Trace, row: Ranked) -> ExplainRank:
