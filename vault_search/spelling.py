@@ -94,10 +94,13 @@ def closest_word(conn: sqlite3.Connection, word: str) -> str | None:
         return None
     most = 2 if len(word) >= LONG_WORD_CHARS else 1
     found: list[tuple[int, int, str]] = []
+    letters = frozenset(word)
     for stem, chunks in words_from(conn, word[:2]):
-        if len(stem) > len(word) + most or min(edit_distances(stem, word)) > most:
+        if len(stem) > len(word) + most or sum(c not in letters for c in stem) > most \
+                or min(edit_distances(stem, word, most)) > most:
             continue   # no inflection of it can be near: the stem is far from every start of the word
-        distance, spelled = min((edit_distances(w, word)[-1], w) for w in inflections(stem))
+        near = [w for w in inflections(stem) if abs(len(w) - len(word)) <= most]
+        distance, spelled = min(((edit_distances(w, word, most)[-1], w) for w in near), default=(most + 1, ""))
         if distance <= most:
             found.append((distance, -chunks, spelled))
     for _, _, spelled in sorted(found):
@@ -120,10 +123,12 @@ def holds(conn: sqlite3.Connection, word: str) -> bool:
         is not None
 
 
-def edit_distances(a: str, b: str) -> list[int]:
+def edit_distances(a: str, b: str, bound: int | None = None) -> list[int]:
     """The optimal-string-alignment distance (Damerau-Levenshtein with
     adjacent transpositions) from ``a`` to each prefix of ``b``: the last is
-    the distance to ``b``, the least how near ``a`` is to some start of ``b``."""
+    the distance to ``b``, the least how near ``a`` is to some start of ``b``.
+    With ``bound``: once every distance is past it, a row of bound + 1 (the
+    stems compared with a typo are mostly far from it)."""
     before: list[int] = []
     row = list(range(len(b) + 1))
     for i in range(1, len(a) + 1):
@@ -133,5 +138,7 @@ def edit_distances(a: str, b: str) -> list[int]:
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 best = min(best, before[j - 2] + 1)
             now[j] = best
+        if bound is not None and i > 1 and min(now) > bound and min(row) > bound:
+            return [bound + 1] * (len(b) + 1)   # a transposition reaches back one row only
         before, row = row, now
     return row

@@ -225,7 +225,9 @@ def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float)
     first = answers[0][1]
     return replace(first, mode=mode, took_ms=round(took_ms, 2), warnings=warnings, results=kept,
                    explain=merged_explain(answers, kept),
-                   terms=list(dict.fromkeys(t for _, a in answers for t in a.terms)))
+                   terms=list(dict.fromkeys(t for _, a in answers for t in a.terms)),
+                   # A word each vault knew differently: the first vault's guess (each explain has its own).
+                   corrections={w: to for _, a in reversed(answers) for w, to in a.corrections.items()})
 
 
 def merged_explain(answers: list[tuple[str, SearchResponse]], kept: list[SearchResult]) -> VaultsExplain | None:
