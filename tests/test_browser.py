@@ -566,3 +566,12 @@ def test_no_page_of_this_module_asked_outside_127_0_0_1(browser):
     requests_made(browser)
     assert SEEN and all(u.startswith("http://127.0.0.1:") or u.startswith("data:") for u in SEEN), SEEN[:5]
 
+
+
+def test_a_half_typed_or_mistyped_word_finds_its_note_and_says_so(site, browser):
+    base, _ = site
+    for typed, word in (("ceremny", "ceremony"), ("cerem", "ceremony")):
+        browser.get(f"{base}/?q={typed}")
+        wait(browser, lambda d: paths(d))
+        assert paths(browser)[0] == "Notes/Travel/Kyoto trip.md"
+        assert browser.find_element(By.CSS_SELECTOR, "#results .corrections").text == f"Searched {typed} as {word}"

@@ -199,3 +199,11 @@ def test_mcp_search_and_get(keyword_vault):
             assert missing.is_error and "did you mean: Sorting.md" in missing.content[0].text
 
     asyncio.run(session())
+
+
+def test_a_corrected_word_weighs_as_the_word_searched(hashed):
+    typed = hashed.search("sortng", mode="hybrid", explain=True).explain
+    right = hashed.search("sorting", mode="hybrid", explain=True).explain
+    assert (typed.term_coverage, typed.weights, typed.fts_match) == (right.term_coverage, right.weights,
+                                                                     right.fts_match)
+    assert typed.term_coverage > 0

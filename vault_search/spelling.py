@@ -81,8 +81,10 @@ def words_from(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, int]]:
 def completion(conn: sqlite3.Connection, word: str) -> str | None:
     """The commonest indexed word that begins with ``word`` (and is longer)."""
     for term, _ in words_from(conn, word):
-        if term != word and holds(conn, term):
-            return term
+        # A stem ending in i (porter's ceremoni) is shown as the word it was (ceremony).
+        spelled = term[:-1] + "y" if term.endswith("i") and len(term) > len(word) else term
+        if spelled != word and holds(conn, spelled):
+            return spelled
     return None
 
 
@@ -96,8 +98,9 @@ def closest_word(conn: sqlite3.Connection, word: str) -> str | None:
     found: list[tuple[int, int, str]] = []
     letters = frozenset(word)
     for stem, chunks in words_from(conn, word[:2]):
-        if len(stem) > len(word) + most or sum(c not in letters for c in stem) > most \
-                or min(edit_distances(stem, word, most)) > most:
+        root = stem[:-1] if stem.endswith("i") else stem   # ceremoni was ceremony: its i may be a y
+        if len(root) > len(word) + most or sum(c not in letters for c in root) > most \
+                or min(edit_distances(root, word, most)) > most:
             continue   # no inflection of it can be near: the stem is far from every start of the word
         near = [w for w in inflections(stem) if abs(len(w) - len(word)) <= most]
         distance, spelled = min(((edit_distances(w, word, most)[-1], w) for w in near), default=(most + 1, ""))

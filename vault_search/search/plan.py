@@ -112,9 +112,6 @@ def plan_query(reader: Reader, request: Request) -> QueryPlan:
     if syntax and not fq.terms:
         fq.warnings[:] = ["the query has only filters (path:, tag:) and exclusions: add a word to search for"]
     freqs = document_frequencies(reader.conn, fq.terms)
-    # Coverage and foreignness read the words as typed: a corrected word is a
-    # guess, and counting it as known would change how the lists are weighed.
-    coverage = term_coverage(reader.conn, fq.terms, freqs) if mode == "hybrid" else None
     foreign = mode == "hybrid" and foreign_query(reader, fq)
     corrections: tuple[Correction, ...] = ()
     if corrects_unknown_words(mode, foreign) and not fq.only_stop_words:
@@ -122,6 +119,10 @@ def plan_query(reader: Reader, request: Request) -> QueryPlan:
         if corrections:
             fq = with_words_replaced(fq, {c.word: c.to for c in corrections})
             freqs = document_frequencies(reader.conn, fq.terms)
+    # A corrected word counts as the word it was searched as: "sortng" is
+    # weighed as "sorting" would be; counted as unknown, its keyword list would
+    # weigh nothing in the hybrid and the notes it found would fall to the end.
+    coverage = term_coverage(reader.conn, fq.terms, freqs) if mode == "hybrid" else None
     embedded, chunks = vector_coverage(reader.conn, reader.model_spec)
     filters = with_syntax(request.filters, syntax, reader) if syntax else request.filters
     plan = QueryPlan(**{**vars(request), "text": syntax.text, "filters": filters}, mode=mode, fq=fq, freqs=freqs,
