@@ -207,3 +207,11 @@ def test_a_corrected_word_weighs_as_the_word_searched(hashed):
     assert (typed.term_coverage, typed.weights, typed.fts_match) == (right.term_coverage, right.weights,
                                                                      right.fts_match)
     assert typed.term_coverage > 0
+
+
+def test_a_chinese_phrase_is_cut_as_the_notes_are(indexed):
+    idx = indexed({"a.md": "# 甲\n数据库索引的原理很重要。\n", "b.md": "# 乙\n索引和数据库是两回事。\n",
+                   "c.md": "# 丙\n我们讨论数据库的索引。\n"})
+    assert [r.path for r in idx.search('"数据库索引"').results] == ["a.md"]
+    assert idx.search('"索引 数据库"').results == []
+    assert sorted(r.path for r in idx.search('数据库 -"数据库索引"').results) == ["b.md", "c.md"]
