@@ -617,3 +617,12 @@ def test_a_failed_status_leaves_the_page_searching_and_says_so(site, browser):
         assert str(vault) not in browser.find_element(By.TAG_NAME, "body").text
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+
+
+def test_a_half_typed_or_mistyped_word_finds_its_note_and_says_so(site, browser):
+    base, _ = site
+    for typed, word in (("ceremny", "ceremony"), ("cerem", "ceremony")):
+        browser.get(f"{base}/?q={typed}")
+        wait(browser, lambda d: paths(d))
+        assert paths(browser)[0] == "Notes/Travel/Kyoto trip.md"
+        assert browser.find_element(By.CSS_SELECTOR, "#results .corrections").text == f"Searched {typed} as {word}"

@@ -413,7 +413,10 @@ Manual: docs/agents.md (the tools and their parameters)."""
               help="Search in this process even when `vault-search serve` runs for the vault.")
 @click.pass_context
 def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flags):
-    """Search the vault. QUERY is plain text, never syntax: any string is safe.
+    """Search the vault. QUERY is text; any string is safe. A word may be an
+    operator: "a phrase" (every result holds it), -word or -"a phrase" (no
+    result holds it), path:FOLDER and tag:TAG (as --path and --tag). Quote the
+    whole query for the shell: '"happens when" -recurring'.
 
     When `vault-search serve` runs for this vault, the search is sent to it
     (no model or dictionary loading here); otherwise it runs in this process.

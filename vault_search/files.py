@@ -85,7 +85,32 @@ def note_by_name(conn: sqlite3.Connection, name: str) -> str:
             shown = ", ".join(found[:MAX_CANDIDATES]) + (f", ... ({len(found)} in all)"
                                                          if len(found) > MAX_CANDIDATES else "")
             raise AmbiguousNameError(f"{name!r} names {len(found)} notes: {shown}; give the path")
-    raise NoteNotFoundError(f"{name}: no note has this path, name or alias")
+    raise NoteNotFoundError(f"{name}: no note has this path, name or alias{did_you_mean(conn, stem)}")
+
+
+# How alike (difflib's ratio) a note's name must be to a name that names no
+# note to be suggested; at 0.6 "Custom Grupping" suggests "Custom Grouping"
+# and "zebra" suggests nothing in a vault without one.
+SUGGEST_SIMILARITY = 0.6
+MAX_SUGGESTIONS = 3
+
+
+def did_you_mean(conn: sqlite3.Connection, name: str) -> str:
+    """"; did you mean: X, Y" for the notes whose path, file name, title or
+    alias is most like ``name``; "" when none is close."""
+    import difflib
+
+    wanted = name_key(name)
+    names: dict[str, str] = {}   # a name's key -> the note's path
+    for (path,) in conn.execute("SELECT path FROM notes"):
+        stem = os.path.splitext(path)[0]
+        names.setdefault(name_key(stem), path)
+        names.setdefault(name_key(stem.rsplit("/", 1)[-1]), path)
+    for key, path in conn.execute("SELECT nm.key, n.path FROM names nm JOIN notes n ON n.id = nm.note_id"):
+        names.setdefault(key, path)
+    close = difflib.get_close_matches(wanted, list(names), n=MAX_SUGGESTIONS * 3, cutoff=SUGGEST_SIMILARITY)
+    paths = list(dict.fromkeys(names[key] for key in close))[:MAX_SUGGESTIONS]
+    return "; did you mean: " + ", ".join(paths) if paths else ""
 
 
 def resolve_path(config: VaultConfig, path: str) -> str:
@@ -119,7 +144,8 @@ def _named(conn: sqlite3.Connection, name: str, missing: NoteNotFoundError) -> s
         return note_by_name(conn, name)
     except NoteNotFoundError:
         if "no such note" in str(missing):
-            raise NoteNotFoundError(f"{name}: no note has this path, name or alias") from None
+            raise NoteNotFoundError(f"{name}: no note has this path, name or alias"
+                                    f"{did_you_mean(conn, os.path.splitext(name)[0])}") from None
         raise missing from None
 
 

@@ -123,6 +123,12 @@ class SearchFilters:
     before: str | None = None   # inclusive at the given precision
     where: tuple[Condition, ...] = ()
     staleness: Staleness | None = None   # leave out the notes stale by this rule
+    # From the query's own operators (syntax.py): more folders (each must hold
+    # the note), FTS5 phrases the chunk must hold, and one MATCH expression no
+    # chunk of the note may hold.
+    folders: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+    excluded: str | None = None
 
     @classmethod
     def build(cls, tags=(), path=None, after=None, before=None, where=(),
@@ -158,6 +164,15 @@ class SearchFilters:
         return cls.build(options.tags, options.path, after, before, options.where,
                          Staleness.from_config(config) if options.exclude_stale else None)
 
+    def narrowed(self, tags=(), paths=(), phrases=(), excluded: str | None = None) -> SearchFilters:
+        """These filters and the query's own (``syntax.QuerySyntax``): its
+        tags and folders as --tag and --path read them, and the FTS5 MATCH
+        expressions of its phrases and exclusions; all of them hold at once."""
+        more = SearchFilters.build(tags=tags)
+        folders = tuple(f for f in (SearchFilters.build(path=p).path for p in paths) if f)
+        return replace(self, tags=tuple(dict.fromkeys((*self.tags, *more.tags))),
+                       folders=tuple(dict.fromkeys(folders)), phrases=tuple(phrases), excluded=excluded)
+
     def sql(self) -> tuple[str, list]:
         """A WHERE fragment over notes ``n`` and chunks ``c``, and its parameters."""
         where: list[str] = []
@@ -167,11 +182,19 @@ class SearchFilters:
             where.append("EXISTS (SELECT 1 FROM note_tags nt WHERE nt.note_id = n.id "
                          "AND (nt.tag = ? OR nt.tag LIKE ? ESCAPE '\\'))")
             params += [tag, _like_escape(tag) + "/%"]
-        if self.path:
+        for folder in (self.path, *self.folders) if self.path else self.folders:
             # substr, not LIKE: LIKE ignores ASCII case, and Notes/ and notes/
             # are two folders on most file systems.
             where.append("(n.path = ? OR substr(n.path, 1, ?) = ?)")
-            params += [self.path, len(self.path) + 1, self.path + "/"]
+            params += [folder, len(folder) + 1, folder + "/"]
+        if self.phrases:
+            where.append("c.id IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?)")
+            params.append(" AND ".join(self.phrases))
+        if self.excluded:
+            # The whole note goes: a result "without the word" holds it nowhere.
+            where.append("n.id NOT IN (SELECT x.note_id FROM chunks x WHERE x.id IN "
+                         "(SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))")
+            params.append(self.excluded)
         # Compared at the coarser of the two precisions, so a note dated by
         # day counts as that whole day (after 09:30 that day includes it).
         if self.after:
@@ -191,7 +214,8 @@ class SearchFilters:
         return (" AND ".join(where) or "1"), params
 
     def __bool__(self) -> bool:
-        return bool(self.tags or self.path or self.after or self.before or self.where or self.staleness)
+        return bool(self.tags or self.path or self.after or self.before or self.where or self.staleness
+                    or self.folders or self.phrases or self.excluded)
 
 
 def filter_warnings(conn: sqlite3.Connection, filters: SearchFilters) -> list[str]:

@@ -60,16 +60,16 @@ Options: {options}"""
 
 
 
-def vault_param(default: str) -> Any:
-    """A tool's ``vault`` parameter, saying what it does when left out (``default``)."""
-    return Annotated[str | None, Field(description=(
-        f"Which vault, by name (status lists them) or folder, when the server serves several; default: {default}."))]
+def vault_field(default: str) -> Any:
+    """A tool's ``vault`` parameter's field, saying what it does when left out (``default``)."""
+    return Field(description=(
+        f"Which vault, by name (status lists them) or folder, when the server serves several; default: {default}."))
 
 
 # What each tool does without a vault named, when the server serves several.
-VaultParam = vault_param("the only vault (with several, name one)")
-EveryVault = vault_param("every vault, each result naming its own")
-EachVaultStatus = vault_param("the only vault's status (with several, each vault's)")
+VaultParam = Annotated[str | None, vault_field("the only vault (with several, name one)")]
+EveryVault = Annotated[str | None, vault_field("every vault, each result naming its own")]
+EachVaultStatus = Annotated[str | None, vault_field("the only vault's status (with several, each vault's)")]
 NamedParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), or a "
                                               "note's name or alias as a wikilink names it.")]
 NoteParam = Annotated[str, Field(description="A vault-relative path as `search` returns it (.md optional), "

@@ -70,3 +70,14 @@ def fts_query(text: str, segmenter: Segmenter) -> FtsQuery:
     stop = [t for t in terms if t in STOP_WORDS] if content else []
     terms = content or terms   # a query of function words only ("how to") searches them all
     return FtsQuery(" OR ".join(quote_term(t) for t in terms), terms, warnings, stop, not content)
+
+
+def phrase_match(text: str, segmenter: Segmenter) -> str:
+    """``text`` as one FTS5 phrase: its words in order, segmented as the notes were."""
+    return quote_term(" ".join(segmenter.segment(text[:MAX_QUERY_CHARS])))
+
+
+def with_words_replaced(fq: FtsQuery, replaced: dict[str, str]) -> FtsQuery:
+    """``fq`` searching each word of ``replaced`` as the word it maps to."""
+    terms = list(dict.fromkeys(replaced.get(t, t) for t in fq.terms))
+    return FtsQuery(" OR ".join(quote_term(t) for t in terms), terms, fq.warnings, fq.stop_words, fq.only_stop_words)

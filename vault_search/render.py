@@ -67,6 +67,9 @@ def render_search(response: SearchResponse) -> str:
     lines = []
     for warning in response.warnings:
         lines.append(click.style(f"warning: {printable(warning)}", fg="red"))
+    if response.corrections:
+        lines.append(click.style("searched " + ", ".join(f"{printable(word)} as {printable(to)}"
+                                                         for word, to in response.corrections.items()), dim=True))
     if not response.results:
         lines.append(f"no results for {response.query!r} ({response.mode}, {response.took_ms:.0f} ms)")
     hits = [r for r in response.results if not r.related]
@@ -113,6 +116,11 @@ def render_explain(ex: Explain, mode: str) -> list[str]:
     """A search's ``Explain`` as dim lines: the query's settings, then each
     result with its rank and score in every list that voted for it."""
     lines = [click.style(f"FTS MATCH: {ex.fts_match}", dim=True)]
+    if ex.syntax:
+        parts = [f"{name} {ex.syntax[name]}" for name in ("phrases", "excluded", "paths", "tags") if ex.syntax[name]]
+        lines.append(click.style(f"operators: {', '.join(parts)}; ranked by {ex.syntax['text']!r}", dim=True))
+    for word, how in ex.corrections.items():
+        lines.append(click.style(f"not in the index: {word} -> {how}", dim=True))
     if mode == "hybrid":
         lines.append(click.style(f"RRF k={ex.rrf_k}, weights {ex.weights} "
                                  f"(query words found in the index: {ex.term_coverage})", dim=True))

@@ -129,6 +129,11 @@ class Explain:
     # The settings the boosts ran with, by their option's name (search/boosts.py
     # says which): in the JSON beside the fields above.
     boost_settings: dict[str, float | None] = field(default_factory=dict)
+    # The query's operators (syntax.py): the text ranked, phrases, exclusions,
+    # folders and tags; None when it had none. Each unknown word searched as
+    # an indexed one (spelling.py): word -> "prefix" or "typo" and the word.
+    syntax: dict | None = None
+    corrections: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ranks", "boost_settings")},
@@ -161,6 +166,9 @@ class SearchResponse:
     # query clearly (a warning says so; the pipe formats print none of them).
     # In the JSON only when true.
     guesses: bool = False
+    # In the JSON only when some: each query word no chunk holds -> the
+    # indexed word searched instead (sortng -> sorting, grou -> group).
+    corrections: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         data = asdict(replace(self, explain=None))
@@ -169,6 +177,8 @@ class SearchResponse:
             del data["tokens"], data["token_budget"], data["token_counter"]
         if not self.guesses:
             del data["guesses"]
+        if not self.corrections:
+            del data["corrections"]
         for result in data["results"]:
             for key in ("text", "trimmed", "vault"):
                 if result[key] is None:
@@ -187,7 +197,8 @@ class SearchResponse:
         return cls(query=data["query"], mode=data["mode"], took_ms=data["took_ms"],
                    warnings=list(data.get("warnings", [])), results=results, explain=explain,
                    terms=terms or (explain.terms if explain else []), tokens=data.get("tokens"),
-                   token_budget=data.get("token_budget"), token_counter=data.get("token_counter"))
+                   token_budget=data.get("token_budget"), token_counter=data.get("token_counter"),
+                   corrections=dict(data.get("corrections") or {}))
 
 
 @dataclass

@@ -164,8 +164,9 @@ def similar(reader: Reader, note: str | None = None, text: str | None = None, li
             measured = measure(reader, source, vector)
     fused = rrf(lists, {}, ranking.MODEL.rrf_k)[:max(limit, WEAK_GUESSES) * 3]
     chunk_of = {f.note_id: f.chunk_id for f in fused}
-    for note_id in (measured.verdicts if measured else {}):   # a near-duplicate neither list reached
-        chunk_of.setdefault(note_id, closest_chunk(reader, vector, note_id))
+    if measured and vector is not None:
+        for note_id in measured.verdicts:   # a near-duplicate neither list reached
+            chunk_of.setdefault(note_id, closest_chunk(reader, vector, note_id))
     owned = note_terms(conn, list(chunk_of), terms)
     total = sum(weights.values()) or 1.0
     found: list[SimilarNote] = []

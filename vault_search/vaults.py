@@ -122,9 +122,9 @@ class VaultSet:
             config, name = service.config, service.config.vault_name
             for folder, shown in ((config.index_dir, f"<index of {name}>"), (config.vault, name)):
                 named += [(str(folder), shown), (os.path.realpath(folder), shown)]
-        for folder, shown in sorted(set(named), key=lambda pair: -len(pair[0])):
-            if len(folder) > 1:
-                message = message.replace(folder, shown)
+        for text, shown in sorted(set(named), key=lambda pair: -len(pair[0])):
+            if len(text) > 1:
+                message = message.replace(text, shown)
         return message
 
     def search(self, query: str, options: SearchOptions, vault: str | None = None, *,
@@ -242,7 +242,9 @@ def merge(answers: list[tuple[str, SearchResponse]], limit: int, took_ms: float)
     return replace(first, mode=mode, took_ms=round(took_ms, 2), warnings=warnings, results=kept,
                    guesses=bool(kept) and bool(guessed) and all(guessed),
                    explain=merged_explain(answers, kept),
-                   terms=list(dict.fromkeys(t for _, a in answers for t in a.terms)))
+                   terms=list(dict.fromkeys(t for _, a in answers for t in a.terms)),
+                   # A word each vault knew differently: the first vault's guess (each explain has its own).
+                   corrections={w: to for _, a in reversed(answers) for w, to in a.corrections.items()})
 
 
 def merged_explain(answers: list[tuple[str, SearchResponse]], kept: list[SearchResult]) -> VaultsExplain | None:

@@ -80,11 +80,12 @@ def run(reader: Reader, query: str, options: SearchOptions | None = None,
     rows = rows[:plan.limit]
     page = make_page(reader, plan, rows)                                                      # 10
     return SearchResponse(
-        query=plan.text, mode=plan.mode, took_ms=round((time.perf_counter() - started) * 1000, 2),
+        query=request.text, mode=plan.mode, took_ms=round((time.perf_counter() - started) * 1000, 2),
         warnings=[*plan.fq.warnings, *found.warnings, *assessed.warnings, *boosted.warnings, *problems,
                   *page.warnings],
         results=page.results, explain=explain(plan, trace, rows) if plan.options.explain else None,   # 11
-        terms=plan.fq.terms, tokens=page.tokens, token_budget=page.token_budget, token_counter=page.token_counter,
+        terms=plan.fq.terms, corrections={c.word: c.to for c in plan.corrections},
+        tokens=page.tokens, token_budget=page.token_budget, token_counter=page.token_counter,
         guesses=assessed.guesses and bool(page.results))
 
 

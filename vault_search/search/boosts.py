@@ -164,7 +164,8 @@ def recency(fused: list[Fused], dates: dict[int, tuple[str | None, str]], half_l
     out, factors = [], {}
     for f in fused:
         date, modified = dates.get(f.chunk_id, (None, None))
-        when = _parsed_date(date or modified) if date or modified else None
+        stamp = date or modified
+        when = _parsed_date(stamp) if stamp else None
         if when is None:
             out.append(f)
             continue

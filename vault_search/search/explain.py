@@ -40,7 +40,8 @@ def explain(plan: QueryPlan, trace: Trace, rows: list[Ranked]) -> Explain:
         translated_match=translation.query.match if translation else None,
         translated_text=translation.text if translation and translation.blend > 0 else None,
         foreign_query=plan.foreign, notes_han_share=None if trace.han_share is None else round(trace.han_share, 3),
-        boost_settings=trace.boosted.explain_fields())
+        boost_settings=trace.boosted.explain_fields(), syntax=plan.syntax.to_dict() if plan.syntax else None,
+        corrections={c.word: f"{c.kind}: {c.to}" for c in plan.corrections})
 
 
 def explain_row(trace: Trace, row: Ranked) -> ExplainRank:
@@ -53,4 +54,4 @@ def explain_row(trace: Trace, row: Ranked) -> ExplainRank:
         name_match=f.name_match, date=age.date if age else None, modified=age.modified if age else None,
         recency_factor=sig6(age.factor) if age else None, relevance=round3(f.relevance),
         boost_value=prior.value if prior else None, boost_factor=sig6(prior.factor) if prior else None,
-        evidence={k: round(v, 3) for k, v in asdict(proof).items()} if proof else None)
+        evidence={k: round(v, 3) for k, v in asdict(proof).items() if v is not None} if proof else None)

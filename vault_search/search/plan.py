@@ -24,7 +24,9 @@ from indexer.store import vectors_state
 from ..filters import SearchFilters, clean_text
 from ..keyword import Frequencies, document_frequencies, term_coverage
 from ..options import MAX_LIMIT, MODES, SearchOptions, UnsupportedModeError
-from ..query import FtsQuery, fts_query
+from ..query import FtsQuery, fts_query, phrase_match, with_words_replaced
+from ..spelling import Correction, correct_words
+from ..syntax import QuerySyntax, parse_query
 from .crosslingual import (
     Translation,
     foreign_query,
@@ -67,6 +69,8 @@ class QueryPlan(Request):
     embedded: int                    # chunks vector search can see ...
     chunks: int                      # ... of all chunks (both 0 for a keyword-only index)
     translation: Translation | None = None   # side query: the query's words in the notes' other language
+    syntax: QuerySyntax | None = None        # the query's operators ("a phrase", -word, path:, tag:)
+    corrections: tuple[Correction, ...] = ()  # unknown words searched as indexed ones (spelling.py)
 
     @property
     def embedded_share(self) -> float:
@@ -103,15 +107,44 @@ def plan_query(reader: Reader, request: Request) -> QueryPlan:
     # A process's first query loads only the dictionary parts its
     # words need, not all of jieba's (0.3 s): a one-shot CLI search.
     reader.segmenter.prepare([request.text])
-    fq = fts_query(request.text, reader.segmenter)
+    syntax = parse_query(request.text, lambda text: bool(reader.segmenter.segment(text)))
+    fq = fts_query(syntax.text, reader.segmenter)
+    if syntax and not fq.terms:
+        fq.warnings[:] = ["the query has only filters (path:, tag:) and exclusions: add a word to search for"]
     freqs = document_frequencies(reader.conn, fq.terms)
     translates = may_translate(mode, request.options.mode, reader.has_vectors())
-    coverage = term_coverage(reader.conn, fq.terms, freqs) if translates else None
     foreign = translates and foreign_query(reader, fq)
+    corrections: tuple[Correction, ...] = ()
+    if corrects_unknown_words(mode, foreign) and not fq.only_stop_words:
+        corrections = tuple(correct_words(reader.conn, fq.terms, freqs.df))
+        if corrections:
+            fq = with_words_replaced(fq, {c.word: c.to for c in corrections})
+            freqs = document_frequencies(reader.conn, fq.terms)
+    # A corrected word counts as the word it was searched as: "sortng" is
+    # weighed as "sorting" would be; counted as unknown, its keyword list would
+    # weigh nothing in the hybrid and the notes it found would fall to the end.
+    coverage = term_coverage(reader.conn, fq.terms, freqs) if translates else None
     embedded, chunks = vector_coverage(reader.conn, reader.model_spec)
-    plan = QueryPlan(**vars(request), mode=mode, fq=fq, freqs=freqs, coverage=coverage, foreign=foreign,
-                     depth=note_depth(mode, request.limit, request.options.depth), embedded=embedded, chunks=chunks)
+    filters = with_syntax(request.filters, syntax, reader) if syntax else request.filters
+    plan = QueryPlan(**{**vars(request), "text": syntax.text, "filters": filters}, mode=mode, fq=fq, freqs=freqs,
+                     coverage=coverage, foreign=foreign, depth=note_depth(mode, request.limit, request.options.depth),
+                     embedded=embedded, chunks=chunks, syntax=syntax if syntax else None, corrections=corrections)
     return side_queries(reader, plan)
+
+
+def corrects_unknown_words(mode: str, foreign: bool) -> bool:
+    """THE condition for searching a word no chunk holds as the indexed word it
+    most likely is (spelling.py): wherever the keyword list runs, unless the
+    query is in the script the notes mostly are not (its words are missing
+    for their language, not their spelling)."""
+    return mode in ("fts", "hybrid") and not foreign
+
+
+def with_syntax(filters: SearchFilters, syntax: QuerySyntax, reader: Reader) -> SearchFilters:
+    """``filters`` and the query's own: its tags, folders, phrases and exclusions."""
+    phrases = tuple(phrase_match(p, reader.segmenter) for p in syntax.phrases)
+    excluded = " OR ".join(phrase_match(x, reader.segmenter) for x in syntax.excluded) or None
+    return filters.narrowed(syntax.tags, syntax.paths, phrases, excluded)
 
 
 def resolve_mode(mode: str | None, has_vectors: bool) -> str:

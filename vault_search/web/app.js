@@ -283,6 +283,9 @@
     results.dataset.query = query;
     const out = [];
     if (data) for (const w of data.warnings) out.push(el("p", "warning", w));
+    // A word no note holds, searched as the one it begins or nearly is: say so.
+    const corrected = data && data.corrections ? Object.entries(data.corrections) : [];
+    if (corrected.length) out.push(el("p", "hint corrections", "Searched " + corrected.map(([w, to]) => `${w} as ${to}`).join(", ")));
     if (!data) out.push(el("p", "hint", "Type to search. ↑ ↓ to move, Enter to preview, Shift+Enter to open in Obsidian, Esc to clear."));
     else if (!hits.length) out.push(el("p", "empty", `No results for “${query}” (${data.mode}).`));
     else {
