@@ -85,6 +85,17 @@ def test_phrase_and_exclusion_hold_in_every_mode(hashed, mode):
 
 
 @pytest.mark.parametrize("mode", ["fts", "vector", "hybrid"])
+def test_a_phrase_no_note_holds_is_searched_as_its_words(hashed, mode):
+    """A question quoting a title the notes never wrote is still answered (as
+    a filter it answered nothing), and the answer says so."""
+    response = hashed.search('which task is "done happens" here', mode=mode, min_score=0)
+    assert response.results and any('no note holds the phrase "done happens"' in w for w in response.warnings)
+    held = hashed.search('"happens when" task', mode=mode, min_score=0)
+    assert {r.path for r in held.results} <= {"Recurring.md", *PHRASE_ANSWER} and not any(
+        "no note holds" in w for w in held.warnings)
+
+
+@pytest.mark.parametrize("mode", ["fts", "vector", "hybrid"])
 def test_path_and_tag_in_the_query_are_the_filters(hashed, mode):
     both = hashed.search("happens path:Work tag:proj", mode=mode, min_score=0)
     assert {r.path for r in both.results} == {"Work/Reports/Build.md", "Work/Other.md"}
@@ -116,6 +127,14 @@ def test_prefix_and_typo_find_the_word_in_each_keyword_mode(hashed, mode):
         assert response.results[0].path == FOUND_BY[word]
         assert response.explain.corrections == {word: ("prefix: " if word in ("grou", "scrip", "urgen")
                                                         else "typo: ") + to}
+
+
+def test_the_hybrid_corrects_only_a_query_none_of_whose_words_is_there(hashed):
+    """Where some words are there, the vector list reads the rest: the hybrid
+    corrects nothing (the pool lost by it); keyword search still does."""
+    assert hashed.search("custom sortng", mode="hybrid").corrections == {}
+    assert hashed.search("custom sortng", mode="fts").corrections == {"sortng": "sorting"}
+    assert hashed.search("sortng", mode="hybrid").corrections == {"sortng": "sorting"}
 
 
 def test_vector_mode_corrects_nothing(hashed):
@@ -213,5 +232,6 @@ def test_a_chinese_phrase_is_cut_as_the_notes_are(indexed):
     idx = indexed({"a.md": "# 甲\n数据库索引的原理很重要。\n", "b.md": "# 乙\n索引和数据库是两回事。\n",
                    "c.md": "# 丙\n我们讨论数据库的索引。\n"})
     assert [r.path for r in idx.search('"数据库索引"').results] == ["a.md"]
-    assert idx.search('"索引 数据库"').results == []
+    apart = idx.search('"索引 数据库"')    # no note holds the words in this order: searched as words
+    assert apart.results and any('no note holds the phrase "索引 数据库"' in w for w in apart.warnings)
     assert sorted(r.path for r in idx.search('数据库 -"数据库索引"').results) == ["b.md", "c.md"]
