@@ -203,6 +203,23 @@ def _index_reader(config):
         conn.close()
 
 
+def _colours_on(ctx) -> bool:
+    """Whether click keeps the colours of what goes to stdout (--color, $NO_COLOR, a terminal)."""
+    if ctx.color is not None:
+        return bool(ctx.color)
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _terminal_links(ctx):
+    """(path, vault) -> what a printed path links to on a terminal (hyperlinks.py)."""
+    from .hyperlinks import linker
+
+    return linker({None: _config(ctx)})
+
+
 def _open(ctx, **kwargs):
     from .index import Index
 
@@ -448,7 +465,8 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
         with _open(ctx) as idx:
             response = idx.search(text, options, rerank_settings=settings)
     if fmt in ("text", "json"):
-        click.echo(cli_output(response, fmt), nl=False)
+        color = _colours_on(ctx)
+        click.echo(cli_output(response, fmt, color, _terminal_links(ctx) if color else None), nl=False)
     elif fmt in ("paths", "paths0", "md", "csv"):
         if fmt == "csv":
             click.echo(render_csv(response).encode("utf-8", "surrogateescape"), nl=False)   # bytes: as they are

@@ -14,6 +14,7 @@ import re
 
 import click
 
+from .hyperlinks import Linker, hyperlink
 from .results import Explain, FolderListing, IndexStatus, NoteLinks, NoteTexts, SearchResponse, TagCounts, Timeline
 from .snippet import highlight_spans
 
@@ -51,19 +52,22 @@ def highlight(text: str, terms: list[str]) -> str:
     return "".join(out)
 
 
-def cli_output(response: SearchResponse, fmt: str, color: bool = True) -> str:
+def cli_output(response: SearchResponse, fmt: str, color: bool = True, link: Linker | None = None) -> str:
     """Exactly what `vault-search search --format FMT` prints ("text" or
     "json"), newline included; without ``color`` as click prints it to a
-    pipe (ANSI codes stripped)."""
+    pipe (ANSI codes stripped). With ``color`` and ``link``, each hit's path
+    is a terminal hyperlink (hyperlinks.py) to what ``link`` says."""
     if fmt == "json":
         out = json.dumps(response.to_dict(), ensure_ascii=False, indent=2)
     else:
-        out = render_search(response)
+        out = render_search(response, link if color else None)
         out = out if color else click.unstyle(out)
     return out + "\n"
 
 
-def render_search(response: SearchResponse) -> str:
+def render_search(response: SearchResponse, link: Linker | None = None) -> str:
+    """The text a person reads; ``link``: (path, vault) -> what the hit's
+    path links to (OSC 8), only for a terminal with colours on."""
     lines = []
     for warning in response.warnings:
         lines.append(click.style(f"warning: {printable(warning)}", fg="red"))
@@ -77,13 +81,18 @@ def render_search(response: SearchResponse) -> str:
         if r.related and (i == 1 or not response.results[i - 2].related):
             lines.append(click.style("related (one link away from the hits above):", bold=True))
         where = (f"{printable(r.vault)}: " if r.vault else "") + f"{printable(r.path)}:{r.start_line}-{r.end_line}"
+        where = click.style(where, fg="cyan")
+        if link is not None:
+            where = hyperlink(where, link(r.path, r.vault))
         mark = (click.style(f"  ↔ {printable(r.related_to or '')}", fg="blue") if r.related
                 else click.style(f"{r.score:.3f}", dim=True))
         when = (click.style(f"  {printable(r.date.replace('T', ' '))}", dim=True) if r.date and "T" in r.date
                 else "")
         lines.append(f"{click.style(f'{i:>2}.', dim=True)} {click.style(printable(r.title), bold=True)}  "
-                     f"{click.style(where, fg='cyan')}  {mark}{when}"
+                     f"{where}  {mark}{when}"
                      + (click.style("  [stale]", fg="red") if r.stale else ""))
+        if r.context:
+            lines.append(click.style(f"    context: {printable(r.context)}", dim=True))
         if r.heading:
             lines.append(f"    {click.style(printable(r.heading), fg='green')}")
         if r.snippet:
