@@ -4,8 +4,8 @@ terminal; ``--format paths0`` gives the exact path bytes."""
 
 import json
 import os
-import re
 import pty
+import re
 import subprocess
 import tty
 import unicodedata

@@ -126,3 +126,21 @@ def test_the_fast_path_links_as_the_full_cli_does(linked):
     finally:
         server.terminate()
         server.communicate(timeout=30)
+
+
+@pytest.mark.parametrize("command", [["ls", "Travel"], ["links", "Travel/Kyoto trip.md"],
+                                     ["similar", "数据库/索引.md"]])
+def test_ls_links_and_similar_link_the_paths_they_print(linked, command):
+    vault, index = linked
+    write(vault / "Travel/Kyoto trip.md", "# Kyoto trip\n\nA quokka in Gion, see [[索引]].\n")
+    assert run_cli(vault, index, "index", "--no-embed").returncode == 0
+
+    def shown(color: str) -> str:
+        proc = subprocess.run([str(CLI), "--vault", str(vault), "--index-dir", str(index), "--color", color,
+                               *command], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    uris = {uri for uri, _ in LINK.findall(shown("always"))}
+    assert uris and uris <= {file_uri(vault / p) for p in NOTES}
+    assert OSC8 not in shown("never") and OSC8 not in shown("auto")

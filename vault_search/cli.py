@@ -213,11 +213,12 @@ def _colours_on(ctx) -> bool:
         return False
 
 
-def _terminal_links(ctx):
-    """(path, vault) -> what a printed path links to on a terminal (hyperlinks.py)."""
+def _links_if_coloured(ctx):
+    """(path, vault) -> what a printed path links to on a terminal
+    (hyperlinks.py); None where colours are off (a pipe, --color never)."""
     from .hyperlinks import linker
 
-    return linker({None: _config(ctx)})
+    return linker({None: _config(ctx)}) if _colours_on(ctx) else None
 
 
 def _open(ctx, **kwargs):
@@ -466,7 +467,7 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
             response = idx.search(text, options, rerank_settings=settings)
     if fmt in ("text", "json"):
         color = _colours_on(ctx)
-        click.echo(cli_output(response, fmt, color, _terminal_links(ctx) if color else None), nl=False)
+        click.echo(cli_output(response, fmt, color, _links_if_coloured(ctx)), nl=False)
     elif fmt in ("paths", "paths0", "md", "csv"):
         if fmt == "csv":
             click.echo(render_csv(response).encode("utf-8", "surrogateescape"), nl=False)   # bytes: as they are
@@ -639,7 +640,7 @@ def similar(ctx, note, text, limit, as_json):
         text = sys.stdin.read()
     with _open(ctx) as idx:
         response = idx.similar(note, text, limit)
-    _emit(as_json, response.to_dict(), lambda: render_similar(response))
+    _emit(as_json, response.to_dict(), lambda: render_similar(response, _links_if_coloured(ctx)))
 
 
 @main.command("log")
@@ -682,7 +683,7 @@ def ls(ctx, folder, timeline, after, before, as_json):
     elif timeline:
         click.echo(render_timeline(listing, after, before))
     else:
-        click.echo(render_listing(listing))
+        click.echo(render_listing(listing, _links_if_coloured(ctx)))
 
 
 @main.command()
@@ -700,7 +701,7 @@ def links(ctx, path, as_json):
 
     with _open(ctx) as idx:
         note_links = idx.links(path)
-    _emit(as_json, note_links.to_dict(), lambda: render_links(note_links))
+    _emit(as_json, note_links.to_dict(), lambda: render_links(note_links, _links_if_coloured(ctx)))
 
 
 @main.command()

@@ -280,22 +280,29 @@ def render_status(s: IndexStatus) -> str:
     return "\n".join(out)
 
 
-def render_links(links: NoteLinks) -> str:
-    """A note's outlinks (and where each resolves), backlinks and unresolved links."""
+def linked(text: str, path: str, link: Linker | None) -> str:
+    """``text`` (a ``path`` shown) as a terminal hyperlink, where ``link`` is given (colours on)."""
+    return text if link is None else hyperlink(text, link(path, None))
+
+
+def render_links(links: NoteLinks, link_to: Linker | None = None) -> str:
+    """A note's outlinks (and where each resolves), backlinks and unresolved
+    links; with ``link_to`` each note's path is a terminal hyperlink."""
     def shown(link) -> str:
         text = link.target + link.subpath
         text = ("!" if link.embed else "") + f"[[{text}" + (f"|{link.alias}" if link.alias else "") + "]]"
         return printable(text)
 
-    lines = [click.style(printable(links.path), bold=True),
+    lines = [linked(click.style(printable(links.path), bold=True), links.path, link_to),
              click.style(f"outlinks ({len(links.outlinks)}):", bold=True)]
     for link in links.outlinks:
-        where = (printable(link.path) if link.path else
+        where = (linked(printable(link.path), link.path, link_to) if link.path else
                  {"attachment": "(attachment)", "self": "(this note)"}.get(link.kind, click.style("unresolved",
                                                                                                   fg="red")))
         lines.append(f"  {link.line:>4}  {shown(link)} → {where}")
     lines.append(click.style(f"backlinks ({len(links.backlinks)}):", bold=True))
-    lines += [f"  {printable(link.path)}:{link.line}  {shown(link)}" for link in links.backlinks]
+    lines += [f"  {linked(f'{printable(link.path)}:{link.line}', link.path, link_to)}  {shown(link)}"
+              for link in links.backlinks]
     unresolved = links.unresolved
     lines.append(click.style(f"unresolved ({len(unresolved)}):", bold=True))
     lines += [f"  {link.line:>4}  {shown(link)}" for link in unresolved]
@@ -324,8 +331,9 @@ def render_notes(texts: NoteTexts) -> str:
     return "\n".join(out).rstrip("\n")
 
 
-def render_similar(response) -> str:
-    """``similar``: one note a line (similarity, word overlap, its verdict), its closest lines and snippet."""
+def render_similar(response, link: Linker | None = None) -> str:
+    """``similar``: one note a line (similarity, word overlap, its verdict), its
+    closest lines and snippet; with ``link`` each path is a terminal hyperlink."""
     lines = []
     for w in response.warnings:
         lines.append(click.style(f"warning: {printable(w)}", fg="red"))
@@ -333,8 +341,8 @@ def render_similar(response) -> str:
         cos = "-" if r.similarity is None else f"{r.similarity:.3f}"
         mark = click.style("  near-duplicate: update it", fg="red", bold=True) if r.near_duplicate else \
             "  related: link it" if r.verdict == "related" else ""
-        lines.append(f"{i:>2}. {click.style(printable(r.title), bold=True)}  "
-                     f"{click.style(f'{printable(r.path)}:{r.start_line}-{r.end_line}', fg='cyan')}  "
+        where = click.style(f"{printable(r.path)}:{r.start_line}-{r.end_line}", fg="cyan")
+        lines.append(f"{i:>2}. {click.style(printable(r.title), bold=True)}  {linked(where, r.path, link)}  "
                      f"similarity {cos}, words {r.overlap:.2f}{mark}")
         if r.snippet:
             lines.append(f"    {printable(r.snippet)}")
@@ -375,8 +383,9 @@ def render_timeline(timeline: Timeline, after: str | None = None, before: str | 
                      for e in timeline.entries)
 
 
-def render_listing(listing: FolderListing) -> str:
-    """``ls``: sub-folders (notes under each, newest date), then notes (date, title)."""
+def render_listing(listing: FolderListing, link: Linker | None = None) -> str:
+    """``ls``: sub-folders (notes under each, newest date), then notes (date,
+    title); with ``link`` each note's name is a terminal hyperlink."""
     out = []
     for f in listing.folders:
         plural = "note" if f.notes == 1 else "notes"
@@ -384,5 +393,5 @@ def render_listing(listing: FolderListing) -> str:
     for n in listing.notes:
         name = n.path.rsplit("/", 1)[-1]
         title = "" if n.title == name.rsplit(".", 1)[0] else f"  {printable(n.title)}"
-        out.append(f"{printable(name)}  {(n.date or n.modified)[:16]}{title}")
+        out.append(f"{linked(printable(name), n.path, link)}  {(n.date or n.modified)[:16]}{title}")
     return "\n".join(out)
