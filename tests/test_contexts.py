@@ -113,6 +113,10 @@ def test_http_and_the_fast_path_carry_the_context(described):
         assert contexts_of(json.loads(fast.stdout)) == EXPECTED
         text = run_cli(vault, index, "search", "spec", "version", "-n", "1").stdout
         assert text.splitlines()[1] == "    context: Beta's specs (draft)"
+        # Edited while the server runs: the command (which still asks the server) says what the file says now.
+        write(vault / ".vault-search.toml", '[contexts]\n"" = "edited"\n')
+        edited = json.loads(run_cli(vault, index, "search", "quokka", "--json").stdout)
+        assert set(contexts_of(edited).values()) == {"edited"}
     finally:
         server.terminate()
         server.communicate(timeout=30)

@@ -457,6 +457,9 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
         response = SearchResponse.from_dict(data)
         if not options.explain:
             response.explain = None
+        config = _config(ctx)   # read now: a server keeps the contexts it started with
+        for r in response.results:
+            r.context = config.context_of(r.path)
     else:
         settings = None
         if options.rerank:
