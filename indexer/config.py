@@ -40,7 +40,12 @@ DEFAULT_EXPIRY_FIELD = "valid_until"
 # named in a warning, since a misspelt key (``ignor = [...]``) silently
 # turns its setting off.
 KNOWN_SETTINGS = ("ignore", "include_dot", "max_file_mb", "vault_name", "stale_field", "stale_days",
-                  "expiry_field", "boost", "log_queries")
+                  "expiry_field", "boost", "log_queries", "contexts", "hyperlinks")
+# What a path printed on a terminal links to (OSC 8, where colours are on):
+# the file itself (file://host/path, what every terminal that links opens),
+# the note in Obsidian (obsidian://open?..., which a terminal hands to the
+# app registered for the scheme), or nothing.
+HYPERLINK_TARGETS = ("file", "obsidian", "none")
 # Settings that look as if they belong here but live elsewhere.
 MISPLACED_SETTINGS = {"rerank": "rerank settings live in $XDG_CONFIG_HOME/vault-search/config.toml, "
                                 "never in the vault"}
@@ -59,12 +64,31 @@ class VaultConfig:
     expiry_field: str = DEFAULT_EXPIRY_FIELD
     boost: str | None = None          # a frontmatter field every search boosts by (search --boost)
     log_queries: bool = False         # keep a log of searches in the index folder (vault-search log)
+    # A short description per folder ("" : the whole vault), returned with
+    # every hit under it as ``context`` (the most specific folder's): what an
+    # agent is reading. Folder -> description, without leading/trailing "/";
+    # an empty description says "none here" under a described parent.
+    contexts: tuple[tuple[str, str], ...] = ()
+    hyperlinks: str = "file"          # what a path on a terminal links to (HYPERLINK_TARGETS)
     extra: dict = field(default_factory=dict, compare=False)
     # (file, message) pairs about the settings file, e.g. an unknown key;
     # the CLI prints them and `status` lists them.
     warnings: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     # The settings file as it was read (locate.settings_stamp); None: there was none.
     settings_stamp: list[int] | None = field(default=None, compare=False)
+
+    def context_of(self, path: str) -> str | None:
+        """The description of the most specific folder ``path`` (vault-relative)
+        lies in, else the vault's; None when neither has one."""
+        if not self.contexts:
+            return None
+        described = dict(self.contexts)
+        folder = path
+        while folder:
+            folder = folder.rpartition("/")[0]
+            if folder in described:
+                return described[folder] or None
+        return None
 
     def with_overrides(self, ignore=(), include_dot=()) -> "VaultConfig":
         return replace(
@@ -126,6 +150,8 @@ def load_config(vault: str | os.PathLike | None = None,
     log_queries = settings.pop("log_queries", False)
     if not isinstance(log_queries, bool):
         raise ConfigError(f"{root / CONFIG_FILE}: log_queries must be true or false")
+    contexts = _contexts(settings.pop("contexts", {}), root / CONFIG_FILE)
+    hyperlinks = _hyperlinks(settings.pop("hyperlinks", "file"), root / CONFIG_FILE)
     stale_days = settings.pop("stale_days", DEFAULT_STALE_DAYS)
     if (isinstance(stale_days, bool) or not isinstance(stale_days, (int, float)) or stale_days != stale_days
             or stale_days < 0):
@@ -136,7 +162,8 @@ def load_config(vault: str | os.PathLike | None = None,
         stale_days = MAX_STALE_DAYS
     return VaultConfig(vault=root, index_dir=idx, ignore=tuple(ignore), include_dot=include_dot,
                        max_file_bytes=int(max_mb * 1024 * 1024), vault_name=vault_name,
-                       stale_days=float(stale_days), boost=boost, log_queries=log_queries, extra=settings,
+                       stale_days=float(stale_days), boost=boost, log_queries=log_queries, contexts=contexts,
+                       hyperlinks=hyperlinks, extra=settings,
                        warnings=tuple((CONFIG_FILE, w) for w in clamped + unknown_settings(settings)),
                        settings_stamp=stamp, **fields)
 
@@ -204,6 +231,29 @@ def _read_settings(path: Path) -> dict:
         return {}
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read settings ({exc}); fix or remove the file") from None
+
+
+def _contexts(table, file: Path) -> tuple[tuple[str, str], ...]:
+    """``[contexts]``: folder -> description, the folder without a leading or
+    trailing ``/`` ("" or "/" : the vault), each description one line."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{file}: contexts must be a table of folder = \"description\" "
+                          f"(a [contexts] section, \"\" for the whole vault)")
+    out: dict[str, str] = {}
+    for folder, text in table.items():
+        if not isinstance(text, str):
+            hint = (" (quote a folder name holding a dot: \"Notes.old\" = \"...\")" if isinstance(text, dict)
+                    else "")
+            raise ConfigError(f"{file}: contexts.{folder!r} must be a string, a short description of the "
+                              f"folder{hint}")
+        out[folder.strip().strip("/")] = " ".join(text.split())
+    return tuple(out.items())
+
+
+def _hyperlinks(value, file: Path) -> str:
+    if value not in HYPERLINK_TARGETS:
+        raise ConfigError(f"{file}: hyperlinks must be one of {', '.join(map(repr, HYPERLINK_TARGETS))}")
+    return value
 
 
 def _str_list(value, key: str) -> tuple[str, ...]:

@@ -166,6 +166,44 @@ def garden_index(tmp_path_factory):
     return vault, index, json.loads(proc.stdout)
 
 
+def terminal_output(cmd: list[str], env: dict | None = None) -> str:
+    """What ``cmd`` writes to a terminal (a pseudo-terminal, so its colours
+    are left to the terminal); skipped where there is no ``pty``."""
+    pty = pytest.importorskip("pty")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=follower, stderr=subprocess.DEVNULL, close_fds=True,
+                            env={**os.environ, **(env or {})})
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:   # EIO: the child closed its side
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(leader)
+    return out.decode("utf-8")
+
+
+def mcp_answer(vault, index_dir, tool: str, arguments: dict) -> dict:
+    """One call of an MCP tool on an in-process server over the indexed vault: its structured answer."""
+    import asyncio
+
+    from mcp import Client
+
+    from vault_search.mcp_server import build_server
+    from vault_search.service import SearchService
+
+    async def call() -> dict:
+        async with Client(build_server(lambda: SearchService(vault, index_dir, watch=False, warm=False))) as client:
+            return (await client.call_tool(tool, arguments)).structured_content
+
+    return asyncio.run(call())
+
+
 def start_server(vault, index_dir, *args, env=None):
     """`vault-search serve` as a process: (process, its server.json) once it listens."""
     proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index_dir), "serve",

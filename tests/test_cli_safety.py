@@ -5,6 +5,7 @@ terminal; ``--format paths0`` gives the exact path bytes."""
 import json
 import os
 import pty
+import re
 import subprocess
 import tty
 import unicodedata
@@ -100,6 +101,10 @@ def test_text_and_md_output_escape_terminal_sequences(vault, index_dir, ledger):
     # On a terminal the colours are ours; every ESC from the note is shown escaped.
     shown = _run_tty(vault, index_dir, "search", "zorblax", "--mode", "fts").decode()
     assert "\x1b[" in shown  # our own colours reach the terminal
+    # ... and our own links (OSC 8), each to a URI of printable ASCII: the hits' paths, percent-encoded
+    ours = re.compile(r"\x1b\]8;;[ -~]*\x1b\\")
+    assert len(ours.findall(shown)) == 2 * 3 and "/esc%1B%5B2Jname.md" in shown
+    shown = ours.sub("", shown)
     assert "\x1b]" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown and "\r" not in shown
     assert "\\x1b]0;pwned\\x07" in shown and "esc\\x1b[2Jname.md" in shown
     ledger.record("hostile input", "terminal escape sequences (OSC, CSI, C1, CR, BS) in note titles, headings, "

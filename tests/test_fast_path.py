@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import CLI, start_server, write
+from conftest import CLI, start_server, terminal_output, write
 
 from vault_search.cli import search_flags
 from vault_search.fast import parse, parse_globals, query_string
@@ -87,28 +87,9 @@ def test_other_formats_and_options_go_to_the_full_cli_which_still_asks_the_serve
 
 
 def test_a_color_terminal_gets_the_same_colours(served):
-    pty = pytest.importorskip("pty")
     vault, index, _ = served
-
-    def on_a_terminal(*extra):
-        leader, follower = pty.openpty()
-        proc = subprocess.Popen([str(CLI), "--vault", str(vault), "--index-dir", str(index), "search", "数据库",
-                                 *extra], stdout=follower, stderr=subprocess.DEVNULL, close_fds=True)
-        os.close(follower)
-        out = b""
-        while True:
-            try:
-                chunk = os.read(leader, 1 << 16)
-            except OSError:   # EIO: the child closed its side
-                break
-            if not chunk:
-                break
-            out += chunk
-        proc.wait(timeout=60)
-        os.close(leader)
-        return out.decode("utf-8")
-
-    fast, slow = on_a_terminal(), on_a_terminal("--no-server")
+    command = [str(CLI), "--vault", str(vault), "--index-dir", str(index), "search", "数据库"]
+    fast, slow = terminal_output(command), terminal_output([*command, "--no-server"])
     assert "\x1b[" in fast and same_but_time(fast) == same_but_time(slow)
 
 

@@ -203,6 +203,24 @@ def _index_reader(config):
         conn.close()
 
 
+def _colours_on(ctx) -> bool:
+    """Whether click keeps the colours of what goes to stdout (--color, $NO_COLOR, a terminal)."""
+    if ctx.color is not None:
+        return bool(ctx.color)
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _links_if_coloured(ctx):
+    """(path, vault) -> what a printed path links to on a terminal
+    (hyperlinks.py); None where colours are off (a pipe, --color never)."""
+    from .hyperlinks import linker
+
+    return linker({None: _config(ctx)}) if _colours_on(ctx) else None
+
+
 def _open(ctx, **kwargs):
     from .index import Index
 
@@ -439,6 +457,9 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
         response = SearchResponse.from_dict(data)
         if not options.explain:
             response.explain = None
+        config = _config(ctx)   # read now: a server keeps the contexts it started with
+        for r in response.results:
+            r.context = config.context_of(r.path)
     else:
         settings = None
         if options.rerank:
@@ -448,7 +469,8 @@ def search(ctx, query, as_json, fmt, rerank_url, rerank_model, no_server, **flag
         with _open(ctx) as idx:
             response = idx.search(text, options, rerank_settings=settings)
     if fmt in ("text", "json"):
-        click.echo(cli_output(response, fmt), nl=False)
+        color = _colours_on(ctx)
+        click.echo(cli_output(response, fmt, color, _links_if_coloured(ctx)), nl=False)
     elif fmt in ("paths", "paths0", "md", "csv"):
         if fmt == "csv":
             click.echo(render_csv(response).encode("utf-8", "surrogateescape"), nl=False)   # bytes: as they are
@@ -621,7 +643,7 @@ def similar(ctx, note, text, limit, as_json):
         text = sys.stdin.read()
     with _open(ctx) as idx:
         response = idx.similar(note, text, limit)
-    _emit(as_json, response.to_dict(), lambda: render_similar(response))
+    _emit(as_json, response.to_dict(), lambda: render_similar(response, _links_if_coloured(ctx)))
 
 
 @main.command("log")
@@ -664,7 +686,7 @@ def ls(ctx, folder, timeline, after, before, as_json):
     elif timeline:
         click.echo(render_timeline(listing, after, before))
     else:
-        click.echo(render_listing(listing))
+        click.echo(render_listing(listing, _links_if_coloured(ctx)))
 
 
 @main.command()
@@ -682,7 +704,7 @@ def links(ctx, path, as_json):
 
     with _open(ctx) as idx:
         note_links = idx.links(path)
-    _emit(as_json, note_links.to_dict(), lambda: render_links(note_links))
+    _emit(as_json, note_links.to_dict(), lambda: render_links(note_links, _links_if_coloured(ctx)))
 
 
 @main.command()

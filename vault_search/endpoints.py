@@ -88,7 +88,9 @@ def search(call: Call, params: dict) -> dict | Rendered:
         return response.to_dict()
     from .render import cli_output
 
-    return Rendered(cli_output(response, render, color))
+    # Links name the vault's folder: only for a client no other site's page can be (the fast path).
+    link = call.vaults.linker(read_text(params, "vault")) if color and call.proven else None
+    return Rendered(cli_output(response, render, color, link))
 
 
 def links(call: Call, params: dict) -> dict:

@@ -49,7 +49,8 @@ whether the index is current."""
 SEARCH_HELP = """\
 Find notes by keywords and by meaning (Chinese and English). Use it when you do not know which note holds a \
 fact. Returns at most `limit` results, best first, each with path, title, heading, start_line, end_line, \
-snippet, score, relevance and match; read the lines with `get` before relying on a snippet.
+snippet, score, relevance and match, and `context` where the user described the note's folder or vault \
+(what kind of note you are reading); read the lines with `get` before relying on a snippet.
 Scores: `relevance` (0-1) is how much of the query the note answers, on a scale that means the same for every \
 query; `score` only orders one response. `match` says how a note was found: "name" (the query is its title or \
 alias), "keyword", "both" (keywords and meaning) or "vector" (meaning alone: a guess, weigh it as such).

@@ -14,6 +14,7 @@ import re
 
 import click
 
+from .hyperlinks import Linker, hyperlink
 from .results import Explain, FolderListing, IndexStatus, NoteLinks, NoteTexts, SearchResponse, TagCounts, Timeline
 from .snippet import highlight_spans
 
@@ -51,19 +52,22 @@ def highlight(text: str, terms: list[str]) -> str:
     return "".join(out)
 
 
-def cli_output(response: SearchResponse, fmt: str, color: bool = True) -> str:
+def cli_output(response: SearchResponse, fmt: str, color: bool = True, link: Linker | None = None) -> str:
     """Exactly what `vault-search search --format FMT` prints ("text" or
     "json"), newline included; without ``color`` as click prints it to a
-    pipe (ANSI codes stripped)."""
+    pipe (ANSI codes stripped). With ``color`` and ``link``, each hit's path
+    is a terminal hyperlink (hyperlinks.py) to what ``link`` says."""
     if fmt == "json":
         out = json.dumps(response.to_dict(), ensure_ascii=False, indent=2)
     else:
-        out = render_search(response)
+        out = render_search(response, link if color else None)
         out = out if color else click.unstyle(out)
     return out + "\n"
 
 
-def render_search(response: SearchResponse) -> str:
+def render_search(response: SearchResponse, link: Linker | None = None) -> str:
+    """The text a person reads; ``link``: (path, vault) -> what the hit's
+    path links to (OSC 8), only for a terminal with colours on."""
     lines = []
     for warning in response.warnings:
         lines.append(click.style(f"warning: {printable(warning)}", fg="red"))
@@ -77,13 +81,18 @@ def render_search(response: SearchResponse) -> str:
         if r.related and (i == 1 or not response.results[i - 2].related):
             lines.append(click.style("related (one link away from the hits above):", bold=True))
         where = (f"{printable(r.vault)}: " if r.vault else "") + f"{printable(r.path)}:{r.start_line}-{r.end_line}"
+        where = click.style(where, fg="cyan")
+        if link is not None:
+            where = hyperlink(where, link(r.path, r.vault))
         mark = (click.style(f"  ↔ {printable(r.related_to or '')}", fg="blue") if r.related
                 else click.style(f"{r.score:.3f}", dim=True))
         when = (click.style(f"  {printable(r.date.replace('T', ' '))}", dim=True) if r.date and "T" in r.date
                 else "")
         lines.append(f"{click.style(f'{i:>2}.', dim=True)} {click.style(printable(r.title), bold=True)}  "
-                     f"{click.style(where, fg='cyan')}  {mark}{when}"
+                     f"{where}  {mark}{when}"
                      + (click.style("  [stale]", fg="red") if r.stale else ""))
+        if r.context:
+            lines.append(click.style(f"    context: {printable(r.context)}", dim=True))
         if r.heading:
             lines.append(f"    {click.style(printable(r.heading), fg='green')}")
         if r.snippet:
@@ -271,22 +280,29 @@ def render_status(s: IndexStatus) -> str:
     return "\n".join(out)
 
 
-def render_links(links: NoteLinks) -> str:
-    """A note's outlinks (and where each resolves), backlinks and unresolved links."""
+def linked(text: str, path: str, link: Linker | None) -> str:
+    """``text`` (a ``path`` shown) as a terminal hyperlink, where ``link`` is given (colours on)."""
+    return text if link is None else hyperlink(text, link(path, None))
+
+
+def render_links(links: NoteLinks, link_to: Linker | None = None) -> str:
+    """A note's outlinks (and where each resolves), backlinks and unresolved
+    links; with ``link_to`` each note's path is a terminal hyperlink."""
     def shown(link) -> str:
         text = link.target + link.subpath
         text = ("!" if link.embed else "") + f"[[{text}" + (f"|{link.alias}" if link.alias else "") + "]]"
         return printable(text)
 
-    lines = [click.style(printable(links.path), bold=True),
+    lines = [linked(click.style(printable(links.path), bold=True), links.path, link_to),
              click.style(f"outlinks ({len(links.outlinks)}):", bold=True)]
     for link in links.outlinks:
-        where = (printable(link.path) if link.path else
+        where = (linked(printable(link.path), link.path, link_to) if link.path else
                  {"attachment": "(attachment)", "self": "(this note)"}.get(link.kind, click.style("unresolved",
                                                                                                   fg="red")))
         lines.append(f"  {link.line:>4}  {shown(link)} → {where}")
     lines.append(click.style(f"backlinks ({len(links.backlinks)}):", bold=True))
-    lines += [f"  {printable(link.path)}:{link.line}  {shown(link)}" for link in links.backlinks]
+    lines += [f"  {linked(f'{printable(link.path)}:{link.line}', link.path, link_to)}  {shown(link)}"
+              for link in links.backlinks]
     unresolved = links.unresolved
     lines.append(click.style(f"unresolved ({len(unresolved)}):", bold=True))
     lines += [f"  {link.line:>4}  {shown(link)}" for link in unresolved]
@@ -315,8 +331,9 @@ def render_notes(texts: NoteTexts) -> str:
     return "\n".join(out).rstrip("\n")
 
 
-def render_similar(response) -> str:
-    """``similar``: one note a line (similarity, word overlap, its verdict), its closest lines and snippet."""
+def render_similar(response, link: Linker | None = None) -> str:
+    """``similar``: one note a line (similarity, word overlap, its verdict), its
+    closest lines and snippet; with ``link`` each path is a terminal hyperlink."""
     lines = []
     for w in response.warnings:
         lines.append(click.style(f"warning: {printable(w)}", fg="red"))
@@ -324,8 +341,8 @@ def render_similar(response) -> str:
         cos = "-" if r.similarity is None else f"{r.similarity:.3f}"
         mark = click.style("  near-duplicate: update it", fg="red", bold=True) if r.near_duplicate else \
             "  related: link it" if r.verdict == "related" else ""
-        lines.append(f"{i:>2}. {click.style(printable(r.title), bold=True)}  "
-                     f"{click.style(f'{printable(r.path)}:{r.start_line}-{r.end_line}', fg='cyan')}  "
+        where = click.style(f"{printable(r.path)}:{r.start_line}-{r.end_line}", fg="cyan")
+        lines.append(f"{i:>2}. {click.style(printable(r.title), bold=True)}  {linked(where, r.path, link)}  "
                      f"similarity {cos}, words {r.overlap:.2f}{mark}")
         if r.snippet:
             lines.append(f"    {printable(r.snippet)}")
@@ -366,8 +383,9 @@ def render_timeline(timeline: Timeline, after: str | None = None, before: str | 
                      for e in timeline.entries)
 
 
-def render_listing(listing: FolderListing) -> str:
-    """``ls``: sub-folders (notes under each, newest date), then notes (date, title)."""
+def render_listing(listing: FolderListing, link: Linker | None = None) -> str:
+    """``ls``: sub-folders (notes under each, newest date), then notes (date,
+    title); with ``link`` each note's name is a terminal hyperlink."""
     out = []
     for f in listing.folders:
         plural = "note" if f.notes == 1 else "notes"
@@ -375,5 +393,5 @@ def render_listing(listing: FolderListing) -> str:
     for n in listing.notes:
         name = n.path.rsplit("/", 1)[-1]
         title = "" if n.title == name.rsplit(".", 1)[0] else f"  {printable(n.title)}"
-        out.append(f"{printable(name)}  {(n.date or n.modified)[:16]}{title}")
+        out.append(f"{linked(printable(name), n.path, link)}  {(n.date or n.modified)[:16]}{title}")
     return "\n".join(out)

@@ -56,6 +56,10 @@ class SearchResult:
     trimmed: bool | None = None
     # From a server of several vaults: the vault's name (in the JSON only when set).
     vault: str | None = None
+    # The description .vault-search.toml gives the most specific folder the
+    # note lies in, else the vault's ([contexts]): what an agent is reading.
+    # In the JSON only when set.
+    context: str | None = None
 
 
 @dataclass
@@ -180,7 +184,7 @@ class SearchResponse:
         if not self.corrections:
             del data["corrections"]
         for result in data["results"]:
-            for key in ("text", "trimmed", "vault"):
+            for key in ("text", "trimmed", "vault", "context"):
                 if result[key] is None:
                     del result[key]
         if self.explain is not None:

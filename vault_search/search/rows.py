@@ -71,7 +71,7 @@ class ChunkRow:
         """``snippet.has_words`` of its text, from the reading text the snippet reads too."""
         return bool(under_heading(self.text).strip()) and says_something(self.reading)
 
-    def result(self, terms: list[str], vault_name: str, score: float, scores: Scores, **extra: Any) -> SearchResult:
+    def result(self, terms: list[str], config: VaultConfig, score: float, scores: Scores, **extra: Any) -> SearchResult:
         """This chunk as a result: its snippet shows ``terms``; a stub's is
         empty (its tags were its only text, and a result shows them already)."""
         snippet = "" if self.stub else make_snippet(self.reading, terms)
@@ -79,7 +79,8 @@ class ChunkRow:
             path=self.path, title=self.title, heading=self.heading, start_line=self.start_line,
             end_line=self.end_line, snippet=snippet,
             score=score, scores=scores, tags=json.loads(self.tags), stale=bool(self.stale),
-            uri=obsidian_uri(vault_name, self.path), date=self.date, **extra)
+            uri=obsidian_uri(config.vault_name, self.path), date=self.date, context=config.context_of(self.path),
+            **extra)
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def result_rows(reader: Reader, plan: QueryPlan, fused: list[Fused]) -> list[Ran
         score = {"fts": scores.fts, "vector": scores.vector}.get(plan.mode)
         if score is None:
             score = sig6(f.score)
-        out.append(Ranked(f, rows[f.chunk_id].result(plan.fq.terms, reader.config.vault_name, score, scores,
+        out.append(Ranked(f, rows[f.chunk_id].result(plan.fq.terms, reader.config, score, scores,
                                                      match=how_matched(f), relevance=round3(f.relevance))))
     return out
 
@@ -287,7 +288,7 @@ def related(reader: Reader, plan: QueryPlan, hits: list[SearchResult]) -> list[S
         row = rows.get(first[note_id])
         if row is None or row.path in seen:
             continue
-        out.append(row.result(plan.fq.terms, reader.config.vault_name, 0.0, Scores(), related=True,
+        out.append(row.result(plan.fq.terms, reader.config, 0.0, Scores(), related=True,
                               related_to=found[note_id].hit))
         if len(out) == RELATED_LIMIT:
             break
