@@ -10,8 +10,9 @@
              writes the keyword index (scan, read and parse, dictionary, note
              batches, finish).
 3. embed     ``indexer.vectors.embedding_pass``: embed the chunks that wait,
-             one committed batch at a time.
-4. publish   the same pass writes the matrix files and records them; a
+             one committed batch at a time, newest notes first.
+4. publish   the same pass writes the matrix files and records them, as it
+             goes (``vectors.Publisher``) and at its end; a
              completed rebuild is swapped in for the live index, a failed
              one is discarded. The rebuild then syncs the live index once
              more: its own scan is as old as the rebuild, and a note saved
