@@ -330,8 +330,7 @@ class Publisher:
         self.running = False
 
     def begin(self) -> None:
-        with transaction(self.conn, "publish"):
-            set_meta(self.conn, EMBEDDING_RUN, json.dumps({"pid": os.getpid(), "since": round(time.time(), 3)}))
+        record_run(self.conn, True)
         self.running = True
 
     def due(self) -> bool:
@@ -365,10 +364,20 @@ class Publisher:
 
     def end(self) -> None:
         """End the recorded run without publishing (a slice that publishes later)."""
-        if self.running:
-            with transaction(self.conn, "publish"):
-                self.conn.execute("DELETE FROM meta WHERE key = ?", (EMBEDDING_RUN,))
-            self.running = False
+        record_run(self.conn, False)
+        self.running = False
+
+
+def record_run(conn: sqlite3.Connection, running: bool) -> None:
+    """Record (or forget) that an embedding pass runs on this index now: the
+    writer sets it from the start of a sync that will embed, so a search
+    during the keyword pass already says "being embedded now"; readers
+    believe it only while the writer lock is held (``store.embedding_run``)."""
+    with transaction(conn, "publish"):
+        if running:
+            set_meta(conn, EMBEDDING_RUN, json.dumps({"pid": os.getpid(), "since": round(time.time(), 3)}))
+        else:
+            conn.execute("DELETE FROM meta WHERE key = ?", (EMBEDDING_RUN,))
 
 
 def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder,

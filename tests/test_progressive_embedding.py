@@ -73,18 +73,32 @@ def test_a_search_during_the_first_index_gets_vectors_before_the_pass_ends(cli, 
     big_vault(vault)
     embedder = GatedEmbedder([0, 300])
     failed: list[BaseException] = []
+    keyword_pass, resume = threading.Event(), threading.Event()
+
+    def progress(done, total):   # the keyword pass's first note: paused there once
+        if not keyword_pass.is_set():
+            keyword_pass.set()
+            assert resume.wait(120), "the test never let the keyword pass go on"
 
     def index_run():
         try:
             with Index.open(vault, index_dir, create=True, embedder=embedder) as idx:
-                idx.sync()
+                idx.sync(progress=progress)
         except BaseException as exc:   # re-raised by the test below
             failed.append(exc)
+            keyword_pass.set()
             embedder.paused.set()
 
     run = threading.Thread(target=index_run)
     run.start()
     try:
+        # 0. The keyword pass runs: a search by meaning is told the run will embed, not to run one.
+        assert keyword_pass.wait(120) and not failed, failed
+        assert status(cli)["embedding_now"]
+        early = cli("search", "quokka", "--mode", "vector", "--json", "--no-server")
+        assert early.code != 0 and "being embedded now" in early.err and "run `vault-search index`" not in early.err
+        resume.set()
+
         # 1. The keyword index is done, the pass has begun, nothing is published yet.
         assert embedder.paused.wait(120) and not failed, failed
         embedder.paused.clear()
@@ -120,6 +134,7 @@ def test_a_search_during_the_first_index_gets_vectors_before_the_pass_ends(cli, 
         assert (page["embedded_chunks"], page["waiting_chunks"], page["embedding_now"]) == (
             embedded, chunks - embedded, True)
     finally:
+        resume.set()
         embedder.go.set()
         run.join(120)
     assert not failed, failed
