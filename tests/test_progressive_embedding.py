@@ -147,7 +147,7 @@ def test_a_search_during_the_first_index_gets_vectors_before_the_pass_ends(cli, 
 
 
 @pytest.mark.parametrize("action", ["oserror", "interrupt", "kill"])
-def test_a_fault_inside_a_publish_loses_no_vector_and_the_next_run_goes_on(vault, index_dir, action):
+def test_a_fault_inside_a_publish_loses_no_vector_and_the_next_run_goes_on(vault, index_dir, action, ledger):
     """The first publish during the pass (after FIRST_BATCH vectors) fails
     after its files were renamed into place and before the db recorded them."""
     big_vault(vault)
@@ -174,3 +174,6 @@ def test_a_fault_inside_a_publish_loses_no_vector_and_the_next_run_goes_on(vault
     assert report["embedded"] == texts - stored and report["waiting"] == 0   # nothing embedded twice
     final = json.loads(run_cli(vault, index_dir, "status", "--json").stdout)
     assert (final["embedded_chunks"], final["vectors"]) == (final["chunks"], f"ok ({final['chunks']} rows)")
+    ledger.record("crash", "OSError, KeyboardInterrupt or SIGKILL inside a publish during the embedding pass",
+                  "no committed vector lost, no run shown in progress, unrecorded files never served; "
+                  "the next index embeds only what waits")
