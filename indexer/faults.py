@@ -14,7 +14,8 @@ Points: ``scan`` (after the vault was scanned, before anything is written),
 final transaction: links, deletions, bookkeeping), ``embed-batch`` (after a
 batch of vectors was committed), ``matrix-files`` (after the two matrix
 files were renamed into place, before the db records them), ``matrix-ids``
-(between the two renames), ``read`` (opening a note to read it), ``swap``
+(between the two renames), ``publish-batch`` (a publish during the embedding
+pass, after its files were renamed into place, before its COMMIT), ``read`` (opening a note to read it), ``swap``
 (a rebuild, before it replaces the old index), ``swapped`` (a rebuild, after it
 replaced the old index, before its catch-up sync), and one inside every
 write transaction just before its COMMIT (``store.transaction``): ``txn:NAME``

@@ -250,6 +250,40 @@ def writer_lock(index_dir: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+EMBEDDING_RUN = "embedding_run"   # meta key: set while an embedding pass runs
+
+
+def writer_active(index_dir: str | os.PathLike) -> bool:
+    """Whether a writer holds ``writer_lock`` now (an ``index`` run, or a
+    resident writer's sync). Asked without waiting and without creating the
+    lock file; the lock dies with its process, so a killed run is no writer."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks to ask
+        return False
+    try:
+        fd = os.open(Path(index_dir) / "write.lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)   # closing drops the shared lock taken, if it was
+    return False
+
+
+def embedding_run(conn: sqlite3.Connection, index_dir: str | os.PathLike) -> dict | None:
+    """The embedding pass running on this index right now (``vectors.embedding_pass``
+    records it, pid and start, while the writer lock is held), or None: none
+    recorded, or the one recorded was killed (its lock is free)."""
+    raw = get_meta(conn, EMBEDDING_RUN)
+    if not raw or not writer_active(index_dir):
+        return None
+    return json.loads(raw)
+
+
 def db_path(index_dir: Path) -> Path:
     return Path(index_dir) / DB_NAME
 

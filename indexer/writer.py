@@ -10,8 +10,9 @@
              writes the keyword index (scan, read and parse, dictionary, note
              batches, finish).
 3. embed     ``indexer.vectors.embedding_pass``: embed the chunks that wait,
-             one committed batch at a time.
-4. publish   the same pass writes the matrix files and records them; a
+             one committed batch at a time, newest notes first.
+4. publish   the same pass writes the matrix files and records them, as it
+             goes (``vectors.Publisher``) and at its end; a
              completed rebuild is swapped in for the live index, a failed
              one is discarded. The rebuild then syncs the live index once
              more: its own scan is as old as the rebuild, and a note saved
@@ -27,6 +28,7 @@ swap in, set aside) are ``indexer.rebuild``'s; who keeps an index current
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -280,14 +282,22 @@ class IndexWriter(IndexConnection):
         migrate(self.conn)
         self.check_vault()  # another writer may have rebuilt it for another vault meanwhile
         embedder = self._embedder_for_sync(embed, model)
-        if paths is not None and not paths:
-            report = SyncReport()
-        else:
-            report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force,
-                                paths=paths, token_counter=embedder.token_counter() if embedder else None)
         if embed:
-            from .vectors import embedding_pass
+            from .vectors import embedding_pass, record_run
 
+            record_run(self.conn, True)   # until the pass ends (a failed sync: the lock's release)
+        try:
+            if paths is not None and not paths:
+                report = SyncReport()
+            else:
+                report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force,
+                                    paths=paths, token_counter=embedder.token_counter() if embedder else None)
+        except BaseException:
+            if embed:   # no pass follows: a later writer's lock must not vouch for this record
+                with contextlib.suppress(Exception):
+                    record_run(self.conn, False)
+            raise
+        if embed:
             # `embed` always chose an embedder (_embedder_for_sync).
             report.embedding = embedding_pass(self.conn, self.config.index_dir, cast("Embedder", embedder),
                                               embed_progress, embed_limit)

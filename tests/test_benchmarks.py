@@ -174,3 +174,18 @@ def test_speed_harness_end_to_end(tmp_path, capsys):
     assert "| notes | chunks |" in md and "Exact vector search" in md
     assert {"latency.png", "index_time.png", "vectors.png"} <= {p.name for p in report.iterdir()}
     assert "| 2,000 |" in capsys.readouterr().out
+
+
+def test_first_vectors_harness_end_to_end(capsys):
+    """The time-to-first-vector-answer harness on the sample vault with the
+    hash test embedder: it sees the keyword index, a publish and a vector
+    answer (no timing is asserted)."""
+    from conftest import SAMPLE_VAULT
+
+    from benchmarks import first_vectors
+
+    first_vectors.main([str(SAMPLE_VAULT), "--model", "hash:64", "--query", "tea ceremony", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["index_exit"] == 0 and result["keyword_ready_s"] is not None
+    assert result["first_vector_answer_s"] is not None and result["publishes"]
+    assert result["chunks_embedded"] > 0

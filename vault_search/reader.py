@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from indexer.config import VaultConfig
 from indexer.errors import IndexVersionError
 from indexer.segment import HAN_RUN_RE, Segmenter
-from indexer.store import describe_db_error, get_meta, snapshot, vectors_state
+from indexer.store import describe_db_error, embedding_run, get_meta, snapshot, vectors_state
 from indexer.writer import IndexWriter
 
 from .options import UnsupportedModeError
@@ -102,6 +102,7 @@ class Reader:
         self._latent_key: tuple | None = None
         self._chunk_notes: ChunkNotes | None = None
         self._chunk_notes_key: tuple | None = None
+        self._coverage: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._han_share: float | None = None
         self._han_share_key: tuple[int, int] | None = None
         self._queries: Remembered[tuple[str, str], Any] = Remembered(QUERY_VECTOR_CACHE)
@@ -168,6 +169,21 @@ class Reader:
             self._vectors = VectorIndex.load(self.conn, self.config.index_dir, embedder.fingerprint, embedder.dim)
             self._vectors_key = key
         return self._vectors
+
+    def vector_coverage(self) -> tuple[int, int]:
+        """(chunks vector search sees, all chunks), counted as `status` counts
+        them (``indexer.vectors.searchable``) over the matrix and the chunks."""
+        from indexer.vectors import searchable
+
+        vectors, notes = self.vectors(), self.chunk_notes()
+        key = (id(vectors), id(notes))
+        if self._coverage is None or self._coverage[0] != key:
+            self._coverage = (key, (searchable(vectors.ids, notes.chunk_ids), len(notes.chunk_ids)))
+        return self._coverage[1]
+
+    def embedding_now(self) -> bool:
+        """Whether an embedding pass runs on this index now (``store.embedding_run``)."""
+        return self.model_spec is not None and embedding_run(self.conn, self.config.index_dir) is not None
 
     def latent(self) -> LatentIndex | None:
         """Every embedded chunk's latent terms (``vector.LatentIndex``; empty

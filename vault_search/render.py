@@ -267,7 +267,8 @@ def render_status(s: IndexStatus) -> str:
         ("links", f"{s.links} to notes, {s.unresolved_links} unresolved"),
         ("skipped files", str(s.skipped_files)), ("jieba words", f"{s.dictionary_words} from the vault"),
         ("model", s.model or "none (keyword only)"),
-        ("embedded", f"{plural(s.embedded_chunks, 'chunk')}, {s.waiting_chunks} waiting" if s.model else "-"),
+        ("embedded", f"{plural(s.embedded_chunks, 'chunk')}, {s.waiting_chunks} waiting"
+                     f"{' (being embedded now)' if s.embedding_now else ''}" if s.model else "-"),
         ("vectors file", printable(s.vectors or "-")),
         ("size", f"{s.db_bytes / 1048576:.1f} MB"), ("last sync", last),
         ("versions", f"vault-search {s.tool_version}, schema {s.schema_version}, "

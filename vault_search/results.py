@@ -242,6 +242,7 @@ class IndexStatus:
     embedded_chunks: int = 0
     waiting_chunks: int = 0           # chunks that still need a vector
     vectors: str | None = None        # "ok (N rows)" or what is wrong with the vectors file
+    embedding_now: bool = False       # an embedding pass runs now: embedded_chunks grows as it publishes
     links: int = 0                    # [[wikilinks]] to notes
     unresolved_links: int = 0         # ... that point at no note
     server: ServerState | None = None  # a resident face's own state (HTTP /status, MCP status)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from indexer.config import VaultConfig, load_config
 from indexer.errors import VaultSearchError
+from indexer.store import writer_active
 from indexer.watch import DEBOUNCE_S, RESCAN_INTERVAL_S, Watcher
 from indexer.writer import IndexWriter
 
@@ -66,10 +67,17 @@ class SearchService:
         self.started = time.time()
         self.writer = IndexWriter.open(self.config, create=True, embedder=embedder)
         # Keyword index first and at once, so queries work from the start;
-        # embeddings follow in the watcher's thread.
-        first = self.writer.sync(embed=False)
-        log.info("index ready: %d note%s (%d changed) in %.2f s", first.scanned, "" if first.scanned == 1 else "s",
-                 first.changed, first.seconds)
+        # embeddings follow in the watcher's thread. While an `index` run
+        # writes this index (a first one being embedded, say: hours), serve
+        # what it has committed and published so far; the watcher's first
+        # rescan waits for that run instead of the server.
+        busy = writer_active(self.config.index_dir) and not self.writer.created
+        if busy:
+            log.info("an `index` run is writing this index now: serving what it has so far")
+        else:
+            first = self.writer.sync(embed=False)
+            log.info("index ready: %d note%s (%d changed) in %.2f s", first.scanned,
+                     "" if first.scanned == 1 else "s", first.changed, first.seconds)
         # One model for the watcher's embedding and the searches (about 100 MB
         # each), taking turns queries first, a few passages at a time.
         shared = self.writer.embedder or (self.writer.embedder_for_writing(None)
@@ -85,7 +93,7 @@ class SearchService:
             sys.setswitchinterval(min(sys.getswitchinterval(), RESIDENT_SWITCH_INTERVAL_S))
             self.watcher = Watcher(self.writer, self.config, interval=interval, debounce=debounce,
                                    embed=self.writer.embeds_by_default(), on_sync=self._logged)
-            self.watcher.start(initial_rescan=False)
+            self.watcher.start(initial_rescan=busy)
 
     def warm(self) -> float:
         """Load what the first query would otherwise wait for (jieba's

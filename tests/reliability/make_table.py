@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SUITES = ["tests/reliability", "tests/test_live.py", "tests/test_rerank.py", "tests/test_bad_input.py",
-          "tests/test_vectors.py", "tests/test_cli_safety.py", "tests/test_cli_messages.py",
+          "tests/test_vectors.py", "tests/test_progressive_embedding.py", "tests/test_cli_safety.py", "tests/test_cli_messages.py",
           "tests/test_parse_budget.py", "tests/test_index_permissions.py", "tests/test_vault_discovery.py",
           "tests/test_hostile_round3.py", "tests/test_cross_site.py", "tests/test_pack.py", "tests/test_browser.py"]
 START, END = "<!-- reliability-table:start -->", "<!-- reliability-table:end -->"

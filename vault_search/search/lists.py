@@ -65,11 +65,22 @@ def retriever_lists(reader: Reader, plan: QueryPlan) -> Found:
         lists["title"] = titles
     if plan.embedded < plan.chunks and mode == "hybrid":
         found.lists = completed_vector_list(reader, lists)
-    if plan.embedded < plan.chunks:
-        found.warnings.append(f"{plan.chunks - plan.embedded} of {plan.chunks} chunks still wait for a vector: "
-                              "vector search sees the others only (`vault-search index`, or a running `serve`, "
-                              "embeds them)")
+    if (warning := coverage_warning(plan)) is not None:
+        found.warnings.append(warning)
     return found
+
+
+def coverage_warning(plan: QueryPlan) -> str | None:
+    """What a search says while chunks wait for a vector: nothing when it
+    asked for keywords only (``--mode fts``); while an embedding pass runs,
+    how far it is (the count `status` tells); else how to embed the rest."""
+    if plan.embedded >= plan.chunks or plan.options.mode == "fts":
+        return None
+    if plan.embedding_now:
+        uses = "results use those" if plan.mode != "fts" else "keyword results until the first are published"
+        return f"being embedded now: {plan.embedded} of {plan.chunks} chunks so far; {uses}"
+    return (f"{plan.chunks - plan.embedded} of {plan.chunks} chunks still wait for a vector: vector search sees "
+            "the others only (`vault-search index`, or a running `serve`, embeds them)")
 
 
 def chunk_depth(notes: int) -> int:
@@ -111,7 +122,7 @@ def vector_list(reader: Reader, plan: QueryPlan, allowed: Any, warnings: list[st
     from ..vector import nearest_notes
 
     vectors = reader.vectors()
-    if vectors.problem:
+    if vectors.problem and not plan.embedding_now:   # (while a pass publishes, a file newer than the snapshot)
         warnings.append(f"{vectors.problem}; searched the database copy (run `vault-search index` to repair)")
     qvec = reader.query_vector(plan.text[:MAX_QUERY_CHARS])
     translation = plan.translation

@@ -68,6 +68,7 @@ class QueryPlan(Request):
     depth: int                       # notes each list contributes
     embedded: int                    # chunks vector search can see ...
     chunks: int                      # ... of all chunks (both 0 for a keyword-only index)
+    embedding_now: bool              # an embedding pass runs now: ``embedded`` grows as it publishes
     translation: Translation | None = None   # side query: the query's words in the notes' other language
     syntax: QuerySyntax | None = None        # the query's operators ("a phrase", -word, path:, tag:)
     corrections: tuple[Correction, ...] = ()  # unknown words searched as indexed ones (spelling.py)
@@ -103,7 +104,8 @@ def prepare(query: str, options: SearchOptions, config: VaultConfig,
 
 def plan_query(reader: Reader, request: Request) -> QueryPlan:
     """Stage 2 (see the module)."""
-    mode = resolve_mode(request.options.mode, reader.has_vectors())
+    embedding_now = reader.embedding_now()
+    mode = resolve_mode(request.options.mode, reader.has_vectors(), embedding_now)
     # A process's first query loads only the dictionary parts its
     # words need, not all of jieba's (0.3 s): a one-shot CLI search.
     reader.segmenter.prepare([request.text])
@@ -125,11 +127,13 @@ def plan_query(reader: Reader, request: Request) -> QueryPlan:
     # weighed as "sorting" would be; counted as unknown, its keyword list would
     # weigh nothing in the hybrid and the notes it found would fall to the end.
     coverage = term_coverage(reader.conn, fq.terms, freqs) if translates else None
-    embedded, chunks = vector_coverage(reader.conn, reader.model_spec)
+    embedded, chunks = (reader.vector_coverage() if mode != "fts"
+                        else vector_coverage(reader.conn, reader.model_spec))
     filters = with_syntax(request.filters, syntax, reader, fq.warnings) if syntax else request.filters
     plan = QueryPlan(**{**vars(request), "text": syntax.text, "filters": filters}, mode=mode, fq=fq, freqs=freqs,
                      coverage=coverage, foreign=foreign, depth=note_depth(mode, request.limit, request.options.depth),
-                     embedded=embedded, chunks=chunks, syntax=syntax if syntax else None, corrections=corrections)
+                     embedded=embedded, chunks=chunks, embedding_now=embedding_now,
+                     syntax=syntax if syntax else None, corrections=corrections)
     return side_queries(reader, plan)
 
 
@@ -162,10 +166,14 @@ def with_syntax(filters: SearchFilters, syntax: QuerySyntax, reader: Reader, war
     return filters.narrowed(syntax.tags, syntax.paths, phrases, excluded)
 
 
-def resolve_mode(mode: str | None, has_vectors: bool) -> str:
+def resolve_mode(mode: str | None, has_vectors: bool, embedding_now: bool = False) -> str:
     """The mode asked for, else hybrid when the index has vectors, else fts."""
     mode = mode or ("hybrid" if has_vectors else "fts")
     if mode != "fts" and not has_vectors:
+        if embedding_now:
+            raise UnsupportedModeError(
+                f"--mode {mode} needs vectors, and the index is being embedded now: none published yet, the "
+                "first within seconds; try again then, or use --mode fts")
         raise UnsupportedModeError(
             f"--mode {mode} needs embeddings, which this index does not have; "
             "run `vault-search index` (without --no-embed), or use --mode fts")
@@ -185,7 +193,9 @@ def note_depth(mode: str, limit: int, depth: int | None = None) -> int:
 
 
 def vector_coverage(conn: sqlite3.Connection, model: str | None) -> tuple[int, int]:
-    """(chunks vector search can see, all chunks); both 0 for a keyword-only index."""
+    """(chunks vector search can see, all chunks), as the recorded matrix
+    says, without reading it (a keyword search's: ``Reader.vector_coverage``
+    counts exactly); both 0 for a keyword-only index."""
     if not model:
         return 0, 0
     state = vectors_state(conn)

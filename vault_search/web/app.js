@@ -481,10 +481,13 @@
       const all = s.vaults ? s.vaults.filter((v) => !vault || v.vault_name === vault) : [s];
       const one = all.reduce((a, v) => ({
         notes: a.notes + v.notes, chunks: a.chunks + v.chunks, waiting_chunks: a.waiting_chunks + v.waiting_chunks,
+        embedding_now: a.embedding_now || Boolean(v.embedding_now),
         model: a.model || v.model, last_sync: !a.last_sync || (v.last_sync && v.last_sync.at > a.last_sync.at) ? v.last_sync : a.last_sync,
         server: { pending_changes: (a.server.pending_changes || 0) + ((v.server && v.server.pending_changes) || 0) },
-      }), { notes: 0, chunks: 0, waiting_chunks: 0, model: null, last_sync: null, server: {} });
-      const waiting = one.model ? `${one.waiting_chunks} waiting for vectors` : "keyword only";
+      }), { notes: 0, chunks: 0, waiting_chunks: 0, embedding_now: false, model: null, last_sync: null, server: {} });
+      // The count `status` and a search's warning tell (one count, issue 37).
+      const embedding = one.embedding_now ? ` (being embedded now: ${one.chunks - one.waiting_chunks} so far)` : "";
+      const waiting = one.model ? `${one.waiting_chunks} waiting for vectors${embedding}` : "keyword only";
       const when = one.last_sync ? new Date(one.last_sync.at * 1000).toLocaleTimeString() : "never";
       const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
       statusLine.textContent = `${plural(one.notes, "note")} · ${plural(one.chunks, "chunk")} · ${waiting} · last sync ${when}`;
