@@ -72,7 +72,7 @@ class Traces:
     norm: np.ndarray            # rows x lists: that score min-max scaled within the query's list (0 when absent)
     minrank: np.ndarray         # per row: its best rank in any list where it is not a stand-in
     relevant: np.ndarray        # per row: grade > 0
-    relevance: np.ndarray       # per row: the note's relevance (search.relevance; 1.0 when named)
+    relevance: np.ndarray       # per row: what the default cut weighs of the note (Evidence.answers; 1.0 when named)
     named: np.ndarray           # per row: its place among the notes the query names (-1: none)
     named_count: np.ndarray     # per query: notes it names
 
@@ -176,8 +176,14 @@ def places(t: Traces, score: np.ndarray) -> np.ndarray:
     head = pos < max(cut.EVIDENCE_DEPTH * LIMIT, cut.MIN_EVIDENCE_NOTES)
     best = np.zeros(nq)
     np.maximum.at(best, q[head], rel[head])
+    guesses = pos < cut.WEAK_LIMIT
+    guessed = np.zeros(nq)      # no guess with any evidence: the best that have some
+    np.maximum.at(guessed, q[guesses], rel[guesses])
+    evidenced = head & (rel > 0)
+    count = np.cumsum(evidenced)
+    count = count - (count[start] - evidenced[start])[q]     # 1-based place among the rows with evidence
     kept = np.where(best[q] >= cut.STRONG_RELEVANCE, head & (rel >= cut.DEFAULT_MIN_RELEVANCE),
-                    pos < cut.WEAK_LIMIT)
+                    np.where(guessed[q] > 0, guesses, evidenced & (count <= cut.WEAK_LIMIT)))
     place = np.cumsum(kept)
     place = place - (place[start] - kept[start])[q]     # 1-based place among the kept rows
     found = kept & t.relevant[order]

@@ -277,11 +277,28 @@ def writer_active(index_dir: str | os.PathLike) -> bool:
 def embedding_run(conn: sqlite3.Connection, index_dir: str | os.PathLike) -> dict | None:
     """The embedding pass running on this index right now (``vectors.embedding_pass``
     records it, pid and start, while the writer lock is held), or None: none
-    recorded, or the one recorded was killed (its lock is free)."""
+    recorded, or the one recorded was killed (its lock is free, or held by
+    another writer while the recorded process is gone)."""
     raw = get_meta(conn, EMBEDDING_RUN)
     if not raw or not writer_active(index_dir):
         return None
-    return json.loads(raw)
+    run = json.loads(raw)
+    return run if process_alive(run.get("pid")) else None
+
+
+def process_alive(pid: object) -> bool:
+    """Whether a process ``pid`` runs (True when it cannot be told)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if os.name == "nt":   # os.kill would end it there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
 
 
 def db_path(index_dir: Path) -> Path:

@@ -177,3 +177,28 @@ def test_a_fault_inside_a_publish_loses_no_vector_and_the_next_run_goes_on(vault
     ledger.record("crash", "OSError, KeyboardInterrupt or SIGKILL inside a publish during the embedding pass",
                   "no committed vector lost, no run shown in progress, unrecorded files never served; "
                   "the next index embeds only what waits")
+
+
+def test_a_killed_run_is_not_embedding_while_another_writer_holds_the_lock(tmp_path):
+    """A SIGKILLed pass leaves its record; a later keyword-only run holds the
+    lock: the record names a process that is gone, so nothing embeds now."""
+    import fcntl
+    import subprocess
+    import sys
+
+    from indexer.store import EMBEDDING_RUN, connect, embedding_run, set_meta
+
+    (tmp_path / "write.lock").touch()
+    conn = connect(tmp_path / "index.db", create=True)
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock = os.open(tmp_path / "write.lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        set_meta(conn, EMBEDDING_RUN, json.dumps({"pid": int(gone.stdout), "since": 0}))
+        assert embedding_run(conn, tmp_path) is None
+        set_meta(conn, EMBEDDING_RUN, json.dumps({"pid": os.getpid(), "since": 0}))
+        assert embedding_run(conn, tmp_path) == {"pid": os.getpid(), "since": 0}
+    finally:
+        os.close(lock)
+    assert embedding_run(conn, tmp_path) is None      # the lock free: no run

@@ -235,3 +235,30 @@ def test_a_chinese_phrase_is_cut_as_the_notes_are(indexed):
     apart = idx.search('"索引 数据库"')    # no note holds the words in this order: searched as words
     assert apart.results and any('no note holds the phrase "索引 数据库"' in w for w in apart.warnings)
     assert sorted(r.path for r in idx.search('数据库 -"数据库索引"').results) == ["b.md", "c.md"]
+
+
+# -- review mends ---------------------------------------------------------------
+
+def test_operators_meet_date_filters_sections_and_their_own_number(tmp_path):
+    """A phrase with a date filter searched (it raised "no such column"); two
+    phrases in two sections of one note find it; `path:` warns of a missing
+    folder as --path does; a thousand operators are capped, not an error."""
+    notes = {"2026-01-05.md": "# Log\n\nThe heart rate was high.\n",
+             "Areas/Two.md": "# Two\n\n## First\n\nthe quick brown fox\n\n## Second\n\na purple elephant\n",
+             "Plain.md": "# Plain\n\nheart rate without a date\n"}
+    with Index.open(write_notes(tmp_path / "v", notes), tmp_path / "i", create=True,
+                    embedder=HashEmbedder(64)) as idx:
+        idx.sync(embed=True)
+        for mode in ("fts", "hybrid"):
+            dated = idx.search('"heart rate"', mode=mode, after="2026-01-01", min_score=0)
+            assert [r.path for r in dated.results] == ["2026-01-05.md"]
+            assert any("left out 1 note without a date" in w for w in dated.warnings)
+            both = idx.search('"quick brown" "purple elephant"', mode=mode, min_score=0)
+            assert [r.path for r in both.results] == ["Areas/Two.md"] and not both.warnings
+            assert idx.search('"quick brown" "heart rate"', mode=mode, min_score=0).results == []
+        folder = idx.search("path:areas fox", mode="fts")
+        assert any("did you mean 'Areas'" in w for w in folder.warnings)
+        many = idx.search("fox " + " ".join(f"path:A{i}" for i in range(1100)), mode="fts")
+        assert any("only the first 16 path: filters" in w for w in many.warnings) and many.results == []
+        many = idx.search("fox " + " ".join(f'"fox {i}"' for i in range(400)), mode="fts")
+        assert any("only the first 16 phrases" in w for w in many.warnings)

@@ -48,6 +48,18 @@ def test_a_client_reads_an_answer_carrying_fields_it_does_not_know(idx):
     assert back.explain.fts_match == data["explain"]["fts_match"]
 
 
+def test_the_thin_client_reads_back_every_field_a_server_writes(idx):
+    """A server's answer read by the thin client (the fast path) is the
+    answer: `guesses` was dropped, so pipes printed a server's best guesses."""
+    from dataclasses import replace
+
+    from vault_search.results import SearchResponse
+
+    response = replace(idx.search("tea ceremony"), guesses=True, corrections={"ceremny": "ceremony"})
+    data = response.to_dict()
+    assert data["guesses"] is True and SearchResponse.from_dict(data).to_dict() == data
+
+
 def test_hit_points_at_the_lines_that_match(idx, vault):
     r = idx.search("covering index").results[0]
     assert r.path == "Notes/数据库/数据库索引.md" and r.heading == "数据库索引 > 覆盖索引"

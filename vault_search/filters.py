@@ -188,8 +188,14 @@ class SearchFilters:
             where.append("(n.path = ? OR substr(n.path, 1, ?) = ?)")
             params += [folder, len(folder) + 1, folder + "/"]
         if self.phrases:
+            # The note holds every phrase (each may be in another section),
+            # and the chunk shown holds one of them.
             where.append("c.id IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?)")
-            params.append(" AND ".join(self.phrases))
+            params.append(" OR ".join(self.phrases))
+            for phrase in self.phrases if len(self.phrases) > 1 else ():
+                where.append("n.id IN (SELECT x.note_id FROM chunks x WHERE x.id IN "
+                             "(SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?))")
+                params.append(phrase)
         if self.excluded:
             # The whole note goes: a result "without the word" holds it nowhere.
             where.append("n.id NOT IN (SELECT x.note_id FROM chunks x WHERE x.id IN "
@@ -226,11 +232,11 @@ def filter_warnings(conn: sqlite3.Connection, filters: SearchFilters) -> list[st
     if not filters:
         return []
     warnings = [w for tag in filters.tags if (w := _unknown_tag(conn, tag))]
-    if filters.path and (missing := _missing_folder(conn, filters.path)):
-        warnings.append(missing)
+    warnings += [w for folder in (filters.path, *filters.folders) if folder and (w := _missing_folder(conn, folder))]
     if filters.after or filters.before:
         where, params = replace(filters, after=None, before=None).sql()
-        undated = conn.execute(f"SELECT count(*) FROM notes n WHERE n.date IS NULL AND {where}", params).fetchone()[0]
+        undated = conn.execute(f"SELECT count(DISTINCT n.id) FROM chunks c JOIN notes n ON n.id = c.note_id "
+                               f"WHERE n.date IS NULL AND {where}", params).fetchone()[0]
         if undated:
             warnings.append(f"dates: left out {undated} {'note' if undated == 1 else 'notes'} without a date (a note's "
                             "date is its frontmatter date or its YYYY-MM-DD file name, never the file's mtime)")

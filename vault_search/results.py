@@ -202,7 +202,7 @@ class SearchResponse:
                    warnings=list(data.get("warnings", [])), results=results, explain=explain,
                    terms=terms or (explain.terms if explain else []), tokens=data.get("tokens"),
                    token_budget=data.get("token_budget"), token_counter=data.get("token_counter"),
-                   corrections=dict(data.get("corrections") or {}))
+                   corrections=dict(data.get("corrections") or {}), guesses=bool(data.get("guesses")))
 
 
 @dataclass

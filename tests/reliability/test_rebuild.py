@@ -337,7 +337,7 @@ def test_a_rebuild_with_another_model_beside_serve_is_searched_by_meaning_with_i
         status, data = ask("hybrid")
         assert status == 200 and data["results"][0]["path"] == "Later.md", data
         write(vault / "Inbox/afterwards.md", "# Afterwards\n\nquokkaafter written after the rebuild\n")
-        wait_for(lambda: ask("hybrid", "quokkaafter")[1].get("results", [{}])[0].get("path")
+        wait_for(lambda: (ask("hybrid", "quokkaafter")[1].get("results") or [{}])[0].get("path")
                  == "Inbox/afterwards.md", timeout=10)
     finally:
         stop(proc)

@@ -291,7 +291,7 @@ def test_a_full_server_refuses_at_once_and_the_thin_client_answers(vault, index_
     port = info["port"]
     try:
         statuses = []
-        threads = [threading.Thread(target=lambda i=i: statuses.append(http(port, f"/search?query=q{i}&rerank=1", headers=PROOF)[0]))
+        threads = [threading.Thread(target=lambda i=i: statuses.append(http(port, f"/search?query=tea%20q{i}&rerank=1", headers=PROOF)[0]))
                    for i in range(MAX_CONNECTIONS)]
         for t in threads:
             t.start()

@@ -113,4 +113,4 @@ def fusion_inputs(reader: Reader, query: str, options: SearchOptions | None = No
         every = rrf(found.lists, {}, 1.0)
         proofs = evidence(reader.conn, plan, every, found.lists, reader.segmenter)
         return FusionInputs(plan.features(found.lists), found.lists, name_matches(reader.conn, plan),
-                            {note: proof.relevance for note, proof in proofs.items()})
+                            {note: proof.answers for note, proof in proofs.items()})   # what the cut weighs

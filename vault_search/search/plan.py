@@ -149,12 +149,24 @@ def corrects_unknown_words(mode: str, foreign: bool, known: bool) -> bool:
     return mode == "fts" or (mode == "hybrid" and not foreign and not known)
 
 
+# Operators of one kind a query may hold: each is a condition of the SQL (and
+# a phrase one lookup more); a thousand would pass SQLite's expression depth.
+MAX_OPERATORS = 16
+
+
 def with_syntax(filters: SearchFilters, syntax: QuerySyntax, reader: Reader, warnings: list[str]) -> SearchFilters:
     """``filters`` and the query's own: its tags, folders, phrases and
     exclusions. A phrase no note holds is searched as its words (with a
     warning in ``warnings``): a question quoting a title the notes never
     wrote ("the song \"The Four Seasons\"") is still answered; held as a
     filter, such phrases cost the development pool MRR@10 0.0011."""
+    kinds = {"phrases": syntax.phrases, "exclusions": syntax.excluded, "path: filters": syntax.paths,
+             "tag: filters": syntax.tags}
+    for kind, given in kinds.items():
+        if len(given) > MAX_OPERATORS:
+            warnings.append(f"only the first {MAX_OPERATORS} {kind} of the query are used ({len(given)} given)")
+    syntax = replace(syntax, phrases=syntax.phrases[:MAX_OPERATORS], excluded=syntax.excluded[:MAX_OPERATORS],
+                     paths=syntax.paths[:MAX_OPERATORS], tags=syntax.tags[:MAX_OPERATORS])
     phrases = []
     for phrase in syntax.phrases:
         match = phrase_match(phrase, reader.segmenter)

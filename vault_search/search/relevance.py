@@ -197,16 +197,18 @@ def relevant(fused: list[Fused], proofs: dict[int, Evidence], floor: float | Non
     DEFAULT_MIN_RELEVANCE when some note answers the query well (relevance
     >= STRONG_RELEVANCE), else only the WEAK_LIMIT best notes, whatever their
     relevance: a query the vault cannot clearly answer (another language,
-    another subject) gets a few guesses, not a page of neighbours, and one
-    nothing in the notes speaks to (none of the guesses holds a word of it
-    or is near it in meaning) gets none."""
+    another subject) gets a few guesses, not a page of neighbours (when none of
+    them holds a word of the query or is near it in meaning, the best that
+    do), and one nothing in the notes speaks to gets none."""
     scored = [replace(f, relevance=1.0 if f.name_match else proofs[f.note_id].relevance
                       if f.note_id in proofs else 0.0) for f in fused]
     if floor is not None:
         return [f for f in scored if (f.relevance or 0.0) >= floor]
     if not answered(fused, proofs):
         guesses = scored[:WEAK_LIMIT]
-        return guesses if any(answer(f, proofs) for f in guesses) else []
+        if any(answer(f, proofs) for f in guesses):
+            return guesses
+        return [f for f in scored if answer(f, proofs)][:WEAK_LIMIT]   # the best with some evidence
     return [f for f in scored if answer(f, proofs) >= DEFAULT_MIN_RELEVANCE]
 
 
