@@ -49,7 +49,7 @@ def test_operators_start_a_word_and_the_rest_is_text():
         "happens when due", ("happens when",), ("recurring",), ("Work/Reports",), ("proj",))
     assert syntax('-"a phrase" b').excluded == ("a phrase",)
     for text in ["e-mail", "a-b", "-5 degrees", "--x", "-", '""', '"', '"unclosed phrase', "tag:", "tag:#", "path:",
-                 "-+", "C++", "AND", "*", "x:y", "title:x", "-x", "a  b\tc"]:
+                 'path:"', 'tag:"x', "-+", "C++", "AND", "*", "x:y", "title:x", "-x", "a  b\tc"]:
         parsed = syntax(text)
         assert not parsed and parsed.text == text, text
 

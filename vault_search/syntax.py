@@ -24,7 +24,7 @@ from dataclasses import dataclass
 # One operator at the start of a word; each alternative names its parts.
 OPERATOR_RE = re.compile(
     r'(?P<neg>-)?"(?P<phrase>[^"]*)"'                                  # "a phrase", -"a phrase"
-    r'|(?P<field>(?i:path|tag)):(?:"(?P<quoted>[^"]*)"|(?P<value>\S+))'   # path:x, tag:x, path:"a b"
+    r'|(?P<field>(?i:path|tag)):(?:"(?P<quoted>[^"]*)"|(?P<value>[^\s"]\S*))'   # path:x, tag:x, path:"a b"
     r'|-(?P<word>[^\s"\-\d]\S*)')                                      # -word (not --x, not -5)
 WORD_RE = re.compile(r"\S+")
 
