@@ -163,8 +163,9 @@ def test_multi_get_reads_the_good_names_and_lists_each_bad_one(shared):
                                 "  'Same' names 2 notes: A/Same.md, B/Same.md; give the path\n"
                                 "  nowhere/*.md: no indexed note matches this glob\n  ../up: outside the vault\n")
     every_bad = run(shared, "multi-get", "No Such Note", "Same")
-    assert every_bad.exit_code == 1 and every_bad.stderr == (
-        "error: No Such Note: no note has this path, name or alias\n")
+    assert every_bad.exit_code == 1 and every_bad.stderr == (   # every bad name named, in one line
+        "error: No Such Note: no note has this path, name or alias; "
+        "'Same' names 2 notes: A/Same.md, B/Same.md; give the path\n")
     vault, index_dir = shared
 
     async def session():
@@ -508,3 +509,18 @@ def test_progress_lines_when_piped_and_streamed_events(tmp_path):
     events = [json.loads(line) for line in streamed.stdout.splitlines()]
     assert events[-1]["event"] == "done" and events[-1]["report"]["added"] == 1
     assert any(e["event"] == "progress" and e["stage"] == "indexing" for e in events[:-1])
+
+
+def test_an_error_hides_whole_folders_only():
+    """A vault's folder is its name in an error, and a neighbour that only
+    starts the same (~/notes-old beside ~/notes) keeps its own name."""
+    import types
+
+    from vault_search.vaults import VaultSet
+
+    home = os.path.expanduser("~")
+    config = types.SimpleNamespace(vault_name="notes", vault=f"{home}/notes", index_dir=f"{home}/.idx")
+    vaults = VaultSet.__new__(VaultSet)
+    vaults.services = [types.SimpleNamespace(config=config)]
+    message = f"{home}/notes/a.md; {home}/notes-old/x.md; {home}/.idx/db; {home}"
+    assert vaults.without_paths(message) == "notes/a.md; ~/notes-old/x.md; <index of notes>/db; ~"

@@ -161,7 +161,7 @@ def expand(conn: sqlite3.Connection, patterns: list[str]) -> tuple[list[str], li
     (``memory/*.md``, ``**/Dates.md``), a folder (all notes under it), a path,
     or a note's name or alias; and each pattern that names no note (or
     several by one name), with why. When no pattern names a note, the first
-    one's error is raised: there is nothing to read."""
+    one's error is raised, naming every pattern's: there is nothing to read."""
     if not patterns:
         raise UsageValueError("multi-get needs a glob, a folder, or one or more paths or names")
     paths = _paths(conn)
@@ -179,7 +179,11 @@ def expand(conn: sqlite3.Connection, patterns: list[str]) -> tuple[list[str], li
             raise UsageValueError(f"{len(out)} notes match; multi-get reads at most {MAX_NOTES} at once: "
                                   "narrow the glob or folder")
     if not out and missing:
-        raise missing[0][1]
+        first = missing[0][1]
+        if len(missing) > 1:
+            errors = "; ".join(str(exc) if m.pattern in str(exc) else f"{m.pattern}: {exc}" for m, exc in missing)
+            raise type(first)(errors) from first
+        raise first
     return list(out), [m for m, _ in missing]
 
 

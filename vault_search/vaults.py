@@ -17,6 +17,7 @@ resident face's answer carries (``full``) stop at MAX_FULL_TEXT_BYTES
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
@@ -126,8 +127,8 @@ class VaultSet:
             for folder, shown in ((config.index_dir, f"<index of {name}>"), (config.vault, name)):
                 named += [(str(folder), shown), (os.path.realpath(folder), shown)]
         for text, shown in sorted(set(named), key=lambda pair: -len(pair[0])):
-            if len(text) > 1:
-                message = message.replace(text, shown)
+            if len(text) > 1:   # a whole folder: ~/notes is not the start of ~/notes-old
+                message = re.sub(re.escape(text) + r"(?![\w.\-])", lambda _, s=shown: s, message)
         return message
 
     def search(self, query: str, options: SearchOptions, vault: str | None = None, *,
