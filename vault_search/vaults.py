@@ -128,7 +128,7 @@ class VaultSet:
                 named += [(str(folder), shown), (os.path.realpath(folder), shown)]
         for text, shown in sorted(set(named), key=lambda pair: -len(pair[0])):
             if len(text) > 1:   # a whole folder: ~/notes is not the start of ~/notes-old
-                message = re.sub(re.escape(text) + r"(?![\w.\-])", lambda _, s=shown: s, message)
+                message = re.sub(re.escape(text) + r"(?![\w.\-])", shown.replace("\\", r"\\"), message)
         return message
 
     def search(self, query: str, options: SearchOptions, vault: str | None = None, *,
