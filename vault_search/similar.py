@@ -114,7 +114,8 @@ class SimilarResponse:
     warnings: list[str] = field(default_factory=list)
     results: list[SimilarNote] = field(default_factory=list)
     verdict: str = "none"      # the best of the results' verdicts: "none" says nothing clearly like it
-    # The similarity a verdict needs on this vault (null: a keyword-only index): near_duplicate
+    # The similarity a verdict needs on this vault (null: a keyword-only index, or too few notes
+    # to measure the vault by, where word overlap decides): near_duplicate
     # (the floor; a note must also stand out from the source's other neighbours) and related.
     levels: dict[str, float] | None = None
 
