@@ -2,9 +2,10 @@
 
 Vectors keyed by (model fingerprint, SHA-256 of the exact text embedded), in
 one SQLite file in ``$XDG_CACHE_HOME/vault-search/`` (``$VAULT_SEARCH_CACHE_DIR``
-overrides the folder): `index --rebuild`, a second index of the same vault, a
-model switched back, or a note copied into another vault embeds nothing it
-has embedded before. The file is bounded (``$VAULT_SEARCH_CACHE_MB``, default
+overrides the folder): a second index of the same vault, a model switched
+back, or a note copied into another vault embeds nothing it has embedded
+before (`index --rebuild` takes the replaced index's vectors first:
+``vectors.donated``). The file is bounded (``$VAULT_SEARCH_CACHE_MB``, default
 DEFAULT_MAX_MB): past the bound the least recently used vectors go.
 
 A cache is only ever a shortcut, never a source of truth: each row carries a
@@ -36,19 +37,31 @@ log = logging.getLogger("vault_search.cache")
 
 CACHE_DIR_ENV = "VAULT_SEARCH_CACHE_DIR"
 CACHE_MB_ENV = "VAULT_SEARCH_CACHE_MB"
-CACHE_FILE = "embeddings.db"
-DEFAULT_MAX_MB = 1024.0   # about 600k vectors of 384 dimensions
+CACHE_FILE = "vectors.db"
+# The first format, a WITHOUT ROWID table: a 1.6 KB row spilled to an
+# overflow page, 4.8 KB a vector on disk. Its rows are moved into
+# CACHE_FILE once (``_migrate``) and the file is deleted.
+OLD_CACHE_FILE = "embeddings.db"
+# 1.7 KB a vector of 384 dimensions with 8 KB pages (2.1 KB with 4 KB ones),
+# measured on 20,000 vectors: the 1 GB default holds about 630k of them.
+PAGE_SIZE = 8192
+DEFAULT_MAX_MB = 1024.0
 TRIM_TO = 0.9             # past the bound, trim to this share of it
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE  -- the embedder's cache key (fingerprint)
+);
 CREATE TABLE IF NOT EXISTS vectors (
-    model  TEXT NOT NULL,      -- the embedder's fingerprint
+    id     INTEGER PRIMARY KEY,
+    model  INTEGER NOT NULL,   -- models.id
     digest BLOB NOT NULL,      -- SHA-256 of the embedded text
     dim    INTEGER NOT NULL,
     vector BLOB NOT NULL,      -- float32, dim values
     crc    INTEGER NOT NULL,   -- zlib.crc32 of vector
-    used   INTEGER NOT NULL,   -- unix time of the last store or hit
-    PRIMARY KEY (model, digest)
-) WITHOUT ROWID;
+    used   INTEGER NOT NULL    -- unix time of the last store or hit
+);
+CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors (model, digest);
 CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
 """
 
@@ -95,6 +108,7 @@ class EmbeddingCache:
     def __init__(self, path: Path | None = None, limit: int | None = None):
         self.broken: str | None = None
         self.conn: sqlite3.Connection | None = None
+        self._models: dict[str, int] = {}
         self.limit = max_bytes() if limit is None else limit
         try:
             self.path = Path(path) if path else cache_dir() / CACHE_FILE
@@ -107,6 +121,7 @@ class EmbeddingCache:
             return
         try:
             self.conn = self._connect()
+            self._migrate(self.conn)
         except (sqlite3.DatabaseError, OSError) as exc:
             self._fail(exc)
 
@@ -115,6 +130,7 @@ class EmbeddingCache:
         for attempt in (1, 2):
             conn = sqlite3.connect(self.path, timeout=5, isolation_level=None, check_same_thread=False)
             try:
+                conn.execute(f"PRAGMA page_size={PAGE_SIZE}")   # a new file's; an old one keeps its own
                 conn.execute("PRAGMA journal_mode=WAL")
                 # A commit waits for no fsync (WAL syncs at checkpoints): a
                 # power cut may lose the last vectors, never the file.
@@ -127,6 +143,55 @@ class EmbeddingCache:
                     raise
                 self._set_aside(exc)   # not a database, or damaged: start afresh
         raise AssertionError("unreachable")
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Move the vectors of a cache in the first format (OLD_CACHE_FILE,
+        beside this one) into this one, then delete it. An old file that
+        cannot be read to the end is deleted after what could be read (the
+        cache is only ever a shortcut); an error writing this one keeps it
+        for the next run (INSERT OR IGNORE: moving twice is harmless)."""
+        old = self.path.with_name(OLD_CACHE_FILE)
+        if old == self.path or not old.exists():
+            return
+        moved, damaged = 0, None
+        src = sqlite3.connect(old, timeout=5)
+        try:
+            rows = src.execute("SELECT model, digest, dim, vector, crc, used FROM vectors")
+            while batch := rows.fetchmany(1000):
+                with transaction(conn, "cache-migrate"):
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO vectors (model, digest, dim, vector, crc, used) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", [(self._model_id(model), *rest) for model, *rest in batch])
+                moved += len(batch)
+        except sqlite3.DatabaseError as exc:
+            if conn.in_transaction or "locked" in str(exc) or "busy" in str(exc):
+                raise   # this file's error, or the old one in use: try again next run
+            damaged = exc   # not a database, or not the first format's: nothing more to move
+        finally:
+            src.close()
+        if damaged is not None:
+            log.warning("embedding cache: %s could not be read to the end (%s); %d vectors kept",
+                        old.name, damaged, moved)
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{old}{suffix}")
+            except FileNotFoundError:
+                pass
+        log.info("embedding cache: %d vectors moved from %s into %s", moved, old.name, self.path.name)
+        self.trim()
+
+    def _model_id(self, name: str, create: bool = True) -> int | None:
+        """The id the cache files ``name``'s vectors under (made when
+        ``create``; called inside a transaction then)."""
+        assert self.conn is not None
+        found = self._models.get(name)
+        if found is None:
+            row = self.conn.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                # Not remembered: the transaction may yet roll back.
+                return self.conn.execute("INSERT INTO models (name) VALUES (?)", (name,)).lastrowid if create else None
+            found = self._models[name] = row[0]
+        return found
 
     def _set_aside(self, exc: Exception) -> None:
         aside = self.path.with_name(f"{self.path.name}.damaged-{int(time.time())}")
@@ -156,11 +221,14 @@ class EmbeddingCache:
         found: dict[bytes, np.ndarray] = {}
         bad: list[bytes] = []
         try:
+            key = self._model_id(model, create=False)
+            if key is None:
+                return {}
             for start in range(0, len(digests), 500):
                 part = digests[start:start + 500]
                 rows = self.conn.execute(
                     f"SELECT digest, dim, vector, crc FROM vectors WHERE model = ? AND digest IN "
-                    f"({','.join('?' * len(part))})", (model, *part)).fetchall()
+                    f"({','.join('?' * len(part))})", (key, *part)).fetchall()
                 for digest, row_dim, blob, crc in rows:
                     vector = _checked(blob, row_dim, crc, dim)
                     if vector is None:
@@ -172,9 +240,9 @@ class EmbeddingCache:
                 with transaction(self.conn, "cache-get"):
                     if bad:
                         self.conn.executemany("DELETE FROM vectors WHERE model = ? AND digest = ?",
-                                              [(model, d) for d in bad])
+                                              [(key, d) for d in bad])
                     self.conn.executemany("UPDATE vectors SET used = ? WHERE model = ? AND digest = ?",
-                                          [(now, model, d) for d in found])
+                                          [(now, key, d) for d in found])
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
             return {}
@@ -189,11 +257,12 @@ class EmbeddingCache:
         rows = []
         for digest, vector in items:
             blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-            rows.append((model, digest, int(vector.shape[0]), blob, zlib.crc32(blob), now))
+            rows.append((digest, int(vector.shape[0]), blob, zlib.crc32(blob), now))
         try:
             with transaction(self.conn, "cache-put"):
+                key = self._model_id(model)
                 self.conn.executemany("INSERT OR REPLACE INTO vectors (model, digest, dim, vector, crc, used) "
-                                      "VALUES (?, ?, ?, ?, ?, ?)", rows)
+                                      "VALUES (?, ?, ?, ?, ?, ?)", [(key, *row) for row in rows])
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
 
@@ -208,26 +277,32 @@ class EmbeddingCache:
         bound; how many went."""
         if self.conn is None:
             return 0
+        dropped = 0
         try:
-            size = self.live_bytes()
-            if size <= self.limit:
-                return 0
-            count = self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-            drop = count - int(count * TRIM_TO * self.limit / size)
-            with transaction(self.conn, "cache-trim"):
-                self.conn.execute("DELETE FROM vectors WHERE (model, digest) IN "
-                                  "(SELECT model, digest FROM vectors ORDER BY used LIMIT ?)", (max(drop, 1),))
-            return max(drop, 1)
+            # Rows are not all of one size, nor pages all full: trimmed again
+            # until the live pages are within the bound.
+            for _ in range(8):
+                size = self.live_bytes()
+                count = self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+                if size <= self.limit or not count:
+                    break
+                drop = max(count - int(count * TRIM_TO * self.limit / size), 1)
+                with transaction(self.conn, "cache-trim"):
+                    self.conn.execute("DELETE FROM vectors WHERE id IN (SELECT id FROM vectors ORDER BY used LIMIT ?)",
+                                      (drop,))
+                dropped += min(drop, count)
+            return dropped
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
-            return 0
+            return dropped
 
     def stats(self) -> CacheStats:
         out = CacheStats(path=str(self.path), max_bytes=self.limit, error=self.broken)
         if self.conn is None:
             return out
         try:
-            out.models = dict(self.conn.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall())
+            out.models = dict(self.conn.execute(
+                "SELECT m.name, count(*) FROM vectors v JOIN models m ON m.id = v.model GROUP BY m.name").fetchall())
             out.entries = sum(out.models.values())
             out.bytes = self.live_bytes()
         except (sqlite3.Error, OSError) as exc:

@@ -99,6 +99,7 @@ def merged(rebuild: SyncReport, later: SyncReport) -> SyncReport:
     if embedding is not None and later.embedding is not None:
         embedding = replace(later.embedding, embedded=embedding.embedded + later.embedding.embedded,
                             cached=embedding.cached + later.embedding.cached,
+                            reused=embedding.reused + later.embedding.reused,
                             latent=embedding.latent + later.embedding.latent,
                             seconds=embedding.seconds + later.embedding.seconds,
                             matrix_written=embedding.matrix_written or later.embedding.matrix_written)

@@ -390,7 +390,8 @@ def rollback(conn: sqlite3.Connection) -> None:
 # index's (tests/reliability/test_transactions.py runs each one), ``NAME``
 # for the others'.
 WRITE_TRANSACTIONS = ("migrate", "model", "dictionary", "notes", "finish", "embeddings", "publish")   # index.db
-CACHE_TRANSACTIONS = ("cache-get", "cache-put", "cache-trim", "cache-clear")   # embeddings.db (embed_cache)
+# vectors.db (embed_cache):
+CACHE_TRANSACTIONS = ("cache-get", "cache-put", "cache-trim", "cache-clear", "cache-migrate")
 QUERY_LOG_TRANSACTIONS = ("query-log",)   # queries.db (vault_search.querylog)
 
 

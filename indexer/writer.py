@@ -248,7 +248,8 @@ class IndexWriter(IndexConnection):
     # -- 2. sync -------------------------------------------------------------
     def sync(self, progress: Progress | None = None, force: bool = False, *, embed: bool = True,
              model: str | None = None, embed_progress: Progress | None = None,
-             embed_limit: int | None = None, paths: list[str] | None = None) -> SyncReport:
+             embed_limit: int | None = None, paths: list[str] | None = None,
+             embed_later: bool = False) -> SyncReport:
         """Bring the index up to date with the vault (incremental).
 
         Keyword search sees the changes as soon as the FTS batches commit;
@@ -256,11 +257,13 @@ class IndexWriter(IndexConnection):
         (``model`` on a new index, else the index's own) and the matrix file
         is rewritten. ``embed_limit`` stops after that many passages.
         ``paths`` limits the keyword sync to those vault-relative files or
-        folders (a watcher's batch; ``[]``: embed only).
+        folders (a watcher's batch; ``[]``: embed only). ``embed_later``
+        (with ``embed`` false): a resident writer's first sync, whose chunks
+        are sized for the model that will embed them (``embeds_by_default``).
         """
         try:
             with writer_lock(self.config.index_dir):
-                report = self._sync(progress, force, embed, model, embed_progress, embed_limit, paths)
+                report = self._sync(progress, force, embed, model, embed_progress, embed_limit, paths, embed_later)
             if self._rebuild is not None:
                 self._swap_in(self._rebuild)
                 report = self._catch_up(report, embed, model, embed_limit)
@@ -276,12 +279,13 @@ class IndexWriter(IndexConnection):
             raise
 
     def _sync(self, progress: Progress | None, force: bool, embed: bool, model: str | None,
-              embed_progress: Progress | None, embed_limit: int | None, paths: list[str] | None) -> SyncReport:
+              embed_progress: Progress | None, embed_limit: int | None, paths: list[str] | None,
+              embed_later: bool = False) -> SyncReport:
         if self._follow_writers():
             paths = None  # everything, into the new file
         migrate(self.conn)
         self.check_vault()  # another writer may have rebuilt it for another vault meanwhile
-        embedder = self._embedder_for_sync(embed, model)
+        embedder = self._embedder_for_sync(embed or (embed_later and self.embeds_by_default()), model)
         if embed:
             from .vectors import embedding_pass, record_run
 
@@ -299,8 +303,10 @@ class IndexWriter(IndexConnection):
             raise
         if embed:
             # `embed` always chose an embedder (_embedder_for_sync).
+            # A rebuild takes the live index's vectors of unchanged text first.
+            donor = db_path(self._rebuild.live) if self._rebuild is not None else None
             report.embedding = embedding_pass(self.conn, self.config.index_dir, cast("Embedder", embedder),
-                                              embed_progress, embed_limit)
+                                              embed_progress, embed_limit, donor=donor)
             self.generation += 1
         return report
 

@@ -6,14 +6,16 @@ bounded; a cache that fails never fails an index."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
+import zlib
 
 import numpy as np
 import pytest
 from conftest import CLI, copy_tree, run_cli, write
 
-from indexer.embed_cache import CACHE_FILE, EmbeddingCache, text_digest
+from indexer.embed_cache import CACHE_FILE, OLD_CACHE_FILE, EmbeddingCache, text_digest
 
 MODEL = "hash:64"
 
@@ -39,8 +41,8 @@ def test_a_rebuild_and_a_second_index_embed_nothing_twice(vault, tmp_path):
     before = paths(vault, tmp_path / "a", "数据库 索引")
     again, _ = index(vault, tmp_path / "a", "--rebuild")
     other, _ = index(vault, tmp_path / "b")
-    assert (again["embedded"], again["cached"]) == (0, first["embedded"])
-    assert (other["embedded"], other["cached"]) == (0, first["embedded"])
+    assert (again["embedded"], again["cached"], again["reused"]) == (0, 0, first["embedded"])
+    assert (other["embedded"], other["cached"], other["reused"]) == (0, first["embedded"], 0)
     assert paths(vault, tmp_path / "a", "数据库 索引") == paths(vault, tmp_path / "b", "数据库 索引") == before
 
 
@@ -190,3 +192,134 @@ def test_an_error_inside_the_cache_write_releases_every_lock_in_process(vault, i
         conn.rollback()
     again, _ = index(vault, index_dir.parent / "again")
     assert again["waiting"] == 0
+
+
+def test_a_rebuild_takes_the_live_index_vectors_that_the_cache_lacks(vault, tmp_path, own_embedding_cache):
+    """`index --rebuild` after the cache lost its vectors (cleared, trimmed, or
+    an index older than the cache) embeds nothing the live index holds; a
+    damaged vector there is embedded again; with the cache off
+    ($VAULT_SEARCH_CACHE_MB=0) the rebuild embeds everything afresh."""
+    first, _ = index(vault, tmp_path / "a")
+    before = paths(vault, tmp_path / "a", "数据库 索引")
+    subprocess.run([str(CLI), "cache", "--clear"], capture_output=True, check=True)
+    with sqlite3.connect(tmp_path / "a" / "index.db") as conn:   # one vector of the live index damaged
+        h, blob = conn.execute("SELECT hash, vector FROM embeddings LIMIT 1").fetchone()
+        conn.execute("UPDATE embeddings SET vector = ? WHERE hash = ?", (bytes(b ^ 0x0F for b in blob), h))
+    again, err = index(vault, tmp_path / "a", "--rebuild")
+    assert (again["embedded"], again["cached"], again["reused"]) == (1, 0, first["embedded"] - 1), err
+    assert again["waiting"] == 0 and paths(vault, tmp_path / "a", "数据库 索引") == before
+    proc = run_cli(vault, tmp_path / "a", "index", "--rebuild")
+    assert proc.returncode == 0 and f"{first['embedded']} from the index it replaces" in proc.stdout, proc.stdout
+
+    off = {**os.environ, "VAULT_SEARCH_CACHE_MB": "0"}
+    fresh, _ = index(vault, tmp_path / "a", "--rebuild", env=off)
+    assert (fresh["embedded"], fresh["cached"], fresh["reused"]) == (first["embedded"], 0, 0)
+
+
+def test_a_rebuild_takes_latent_terms_with_the_vectors(tmp_path, own_embedding_cache):
+    from vault_search import Index
+
+    vault = tmp_path / "v"
+    for i in range(6):
+        write(vault / f"note {i}.md", f"# Note {i}\n\nSome text about topic {i} and its details.\n")
+    with Index.open(vault, tmp_path / "index", create=True) as idx:
+        first = idx.sync(model="hash:64+latent").embedding
+    EmbeddingCache().clear()
+    with Index.open(vault, tmp_path / "index", rebuild=True) as idx:
+        again = idx.sync().embedding
+    assert first.embedded == 6 and (again.embedded, again.cached, again.reused, again.latent) == (0, 0, 6, 6)
+    with sqlite3.connect(tmp_path / "index" / "index.db") as conn:
+        assert conn.execute("SELECT count(*) FROM latent").fetchone()[0] == 6
+        assert conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 6
+
+
+OLD_SCHEMA = """
+CREATE TABLE vectors (model TEXT NOT NULL, digest BLOB NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,
+                      crc INTEGER NOT NULL, used INTEGER NOT NULL, PRIMARY KEY (model, digest)) WITHOUT ROWID;
+CREATE INDEX vectors_used ON vectors (used);
+"""
+
+
+def _old_cache(folder, n, dim=384):
+    """A cache file in the first format, as the last release wrote it."""
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    digests = [text_digest(f"old {i}") for i in range(n)]
+    with sqlite3.connect(folder / OLD_CACHE_FILE) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(OLD_SCHEMA)
+        conn.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?)",
+                         [(f"model {i % 2}", d, dim, v.tobytes(), zlib.crc32(v.tobytes()), 1000 + i)
+                          for i, (d, v) in enumerate(zip(digests, vectors))])
+    return digests, vectors
+
+
+def test_a_cache_of_the_first_format_is_moved_over_and_the_bound_counts_true(tmp_path):
+    """The first format spilled each 1.6 KB row onto an overflow page (4.8 KB a
+    vector); the cache's rows now fit its pages: 1 GB holds the 600k vectors
+    of 384 dimensions the docs promise. An old file's vectors are moved over
+    once, and the old file goes."""
+    digests, vectors = _old_cache(tmp_path, 3000)
+    cache = EmbeddingCache(tmp_path / CACHE_FILE, limit=10 ** 9)
+    got = cache.get("model 1", 384, digests)
+    assert sorted(got) == sorted(digests[1::2]) and np.array_equal(got[digests[5]], vectors[5])
+    assert not (tmp_path / OLD_CACHE_FILE).exists()
+    stats = cache.stats()
+    assert stats.entries == 3000 and stats.models == {"model 0": 1500, "model 1": 1500}
+    per_vector = stats.bytes / stats.entries
+    assert per_vector < 1024 ** 3 / 600_000, per_vector
+    cache.close()
+
+
+@pytest.mark.parametrize("error", ["oserror", "interrupt"])
+def test_an_error_while_an_old_cache_is_moved_loses_none_of_it(tmp_path, monkeypatch, error):
+    from indexer import faults
+
+    digests, _ = _old_cache(tmp_path, 2500)
+    monkeypatch.setattr(faults, "_seen", {})
+    monkeypatch.setenv("VAULT_SEARCH_FAULT", f"cache-migrate:2={error}")   # inside the second batch
+    if error == "interrupt":
+        with pytest.raises(KeyboardInterrupt):
+            EmbeddingCache(tmp_path / CACHE_FILE)
+    else:
+        assert EmbeddingCache(tmp_path / CACHE_FILE).broken.startswith("OSError")
+    assert (tmp_path / OLD_CACHE_FILE).exists()
+    monkeypatch.delenv("VAULT_SEARCH_FAULT")
+    cache = EmbeddingCache(tmp_path / CACHE_FILE)
+    assert len(cache.get("model 0", 384, digests)) == 1250 and cache.stats().entries == 2500
+    assert not (tmp_path / OLD_CACHE_FILE).exists()
+    cache.close()
+
+
+def test_an_index_first_opened_by_serve_is_chunked_as_index_chunks_it(tmp_path):
+    """`serve` makes its first, keyword-only sync before any embedding: its
+    chunks are sized by the model's tokenizer all the same, so a later
+    `index` finds the very chunks it would have made and embeds each once."""
+    from indexer.embed import HashEmbedder, TokenCounter
+    from vault_search import Index
+    from vault_search.service import SearchService
+
+    class Counted(HashEmbedder):   # a tokenizer that counts far more than the estimate
+        def token_counter(self) -> TokenCounter:
+            return TokenCounter("words-x3", lambda text: 3 * len(text.split()))
+
+    vault = tmp_path / "v"
+    words = " ".join(f"word{i}" for i in range(120))
+    for n in range(4):
+        write(vault / f"long {n}.md", f"# Long {n}\n\n" + "\n\n".join(f"{words} part {p}." for p in range(4)) + "\n")
+
+    def chunks(index_dir):
+        with sqlite3.connect(index_dir / "index.db") as conn:
+            return sorted(conn.execute("SELECT n.path, c.start_line, c.end_line, c.hash FROM chunks c "
+                                       "JOIN notes n ON n.id = c.note_id"))
+
+    service = SearchService(vault, tmp_path / "served", watch=False, warm=False, embedder=Counted(64))
+    service.close()
+    with Index.open(vault, tmp_path / "served", create=True, embedder=Counted(64)) as idx:
+        later = idx.sync()
+    with Index.open(vault, tmp_path / "indexed", create=True, embedder=Counted(64)) as idx:
+        direct = idx.sync()
+    assert chunks(tmp_path / "served") == chunks(tmp_path / "indexed") and len(chunks(tmp_path / "served")) > 8
+    assert later.chunks_written == 0 and not later.full_rebuild
+    assert later.embedding.embedded + later.embedding.cached == direct.embedding.embedded + direct.embedding.cached

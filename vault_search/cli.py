@@ -297,6 +297,7 @@ def index(ctx, rebuild, force, no_embed, model, ignore, include_dot, as_json, st
         e = report.embedding
         rate = f" ({e.embedded / e.seconds:.1f} chunks/s)" if e.embedded and e.seconds else ""
         cached = f", {e.cached} from the embedding cache" if e.cached else ""
+        cached += f", {e.reused} from the index it replaces" if e.reused else ""
         latent = f", latent terms for {e.latent}" if e.latent else ""
         click.echo(f"embeddings ({e.model}): {plural(e.embedded, 'chunk')} embedded in {e.seconds:.2f} s"
                    f"{rate}{cached}{latent}; "
@@ -311,9 +312,10 @@ def cache(clear, as_json):
     """Show (or --clear) the embedding cache that outlives an index.
 
     Vectors are kept by model and by the exact text embedded, in
-    $XDG_CACHE_HOME/vault-search/embeddings.db (bounded by
-    $VAULT_SEARCH_CACHE_MB, default 1024; least recently used out), so
-    `index --rebuild` or a second index of the same notes embeds nothing twice.
+    $XDG_CACHE_HOME/vault-search/vectors.db (bounded by
+    $VAULT_SEARCH_CACHE_MB, default 1024, about 630k vectors; least recently
+    used out), so a second index of the same notes embeds nothing twice
+    (`index --rebuild` also takes the vectors of the index it replaces).
     """
     from indexer.embed_cache import EmbeddingCache
 

@@ -75,7 +75,9 @@ class SearchService:
         if busy:
             log.info("an `index` run is writing this index now: serving what it has so far")
         else:
-            first = self.writer.sync(embed=False)
+            # Keyword only, but chunked for the model that embeds later, as
+            # `index` chunks: a later `index` then re-embeds nothing.
+            first = self.writer.sync(embed=False, embed_later=True)
             log.info("index ready: %d note%s (%d changed) in %.2f s", first.scanned,
                      "" if first.scanned == 1 else "s", first.changed, first.seconds)
         # One model for the watcher's embedding and the searches (about 100 MB
