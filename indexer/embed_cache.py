@@ -156,19 +156,29 @@ class EmbeddingCache:
         moved, damaged = 0, None
         src = sqlite3.connect(old, timeout=5)
         try:
-            rows = src.execute("SELECT model, digest, dim, vector, crc, used FROM vectors")
-            while batch := rows.fetchmany(1000):
-                with transaction(conn, "cache-migrate"):
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO vectors (model, digest, dim, vector, crc, used) "
-                        "VALUES (?, ?, ?, ?, ?, ?)", [(self._model_id(model), *rest) for model, *rest in batch])
+            try:
+                rows = src.execute("SELECT model, digest, dim, vector, crc, used FROM vectors")
+                batch = rows.fetchmany(1000)
+            except sqlite3.DatabaseError as exc:
+                batch, damaged = [], exc
+            while batch:
+                try:
+                    with transaction(conn, "cache-migrate"):   # an error here keeps the old file
+                        conn.executemany(
+                            "INSERT OR IGNORE INTO vectors (model, digest, dim, vector, crc, used) "
+                            "VALUES (?, ?, ?, ?, ?, ?)", [(self._model_id(model), *rest) for model, *rest in batch])
+                except BaseException:
+                    self._models.clear()   # ids seen inside the rolled-back batch
+                    raise
                 moved += len(batch)
-        except sqlite3.DatabaseError as exc:
-            if conn.in_transaction or "locked" in str(exc) or "busy" in str(exc):
-                raise   # this file's error, or the old one in use: try again next run
-            damaged = exc   # not a database, or not the first format's: nothing more to move
+                try:
+                    batch = rows.fetchmany(1000)
+                except sqlite3.DatabaseError as exc:
+                    batch, damaged = [], exc
         finally:
             src.close()
+        if damaged is not None and ("locked" in str(damaged) or "busy" in str(damaged)):
+            raise damaged   # the old file in use (an older release writing it): moved on a later run
         if damaged is not None:
             log.warning("embedding cache: %s could not be read to the end (%s); %d vectors kept",
                         old.name, damaged, moved)
@@ -263,7 +273,10 @@ class EmbeddingCache:
                 key = self._model_id(model)
                 self.conn.executemany("INSERT OR REPLACE INTO vectors (model, digest, dim, vector, crc, used) "
                                       "VALUES (?, ?, ?, ?, ?, ?)", [(key, *row) for row in rows])
-        except (sqlite3.Error, OSError) as exc:
+        except BaseException as exc:
+            self._models.clear()   # an id made or seen in the rolled-back transaction
+            if not isinstance(exc, (sqlite3.Error, OSError)):
+                raise
             self._fail(exc)
 
     def live_bytes(self) -> int:
@@ -279,13 +292,21 @@ class EmbeddingCache:
             return 0
         dropped = 0
         try:
-            # Rows are not all of one size, nor pages all full: trimmed again
-            # until the live pages are within the bound.
+            # Rows are not all of one size, nor pages all full: the share to
+            # drop is estimated from the live pages, then measured again. When
+            # the least recently used rows lay scattered over pages that stay
+            # in use (a page holds 4), the first round frees too little: the
+            # file is compacted once (VACUUM) before any more rows go.
+            compacted = False
             for _ in range(8):
                 size = self.live_bytes()
                 count = self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
                 if size <= self.limit or not count:
                     break
+                if dropped and not compacted:
+                    self.conn.execute("VACUUM")
+                    compacted = True
+                    continue
                 drop = max(count - int(count * TRIM_TO * self.limit / size), 1)
                 with transaction(self.conn, "cache-trim"):
                     self.conn.execute("DELETE FROM vectors WHERE id IN (SELECT id FROM vectors ORDER BY used LIMIT ?)",

@@ -124,10 +124,13 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     if donor is not None and todo:
         given = donated(donor, embedder, [h for h, _ in todo])
         taken = [h for h, _ in todo if h in given]
+        texts = dict(todo)
         for start in range(0, len(taken), 500):
             some = taken[start:start + 500]
             their_terms = [t for h in some if (t := given[h][1]) is not None]   # all, with latent terms
             _store(conn, fingerprint, [(h, given[h][0]) for h in some], their_terms if embedder.latent else None)
+            if cache is not None:   # the cache keeps what every index holds, as if embedded now
+                cache.put(embedder.cache_key, [(text_digest(texts[h]), given[h][0]) for h in some])
             if publisher is not None:
                 publisher.stored(len(some))
             if progress:
@@ -179,8 +182,14 @@ def donated(donor: sqlite3.Connection, embedder: Embedder,
     another index, holds for these chunk hashes under this embedder's
     fingerprint: a chunk's hash is of the very text it is embedded as.
     Only whole rows are taken (the dimension, finite, unit length; latent
-    terms of matching lengths); a donor that cannot be read gives nothing."""
+    terms of matching lengths); a donor that cannot be read gives nothing,
+    and so does one of a model whose weights the fingerprint does not name
+    (a sentence-transformers model at a path: retrained there, its vectors
+    change while its fingerprint stays; the cache's key has its weights'
+    stamp, the index records none)."""
     found: dict[str, tuple[np.ndarray, tuple[bytes, bytes] | None]] = {}
+    if embedder.weights_stamp():
+        return found
     latent = embedder.latent
     select = ("SELECT e.hash, e.vector, l.features, l.weights FROM embeddings e JOIN latent l "
               "ON l.model = e.model AND l.hash = e.hash" if latent else
@@ -437,6 +446,8 @@ def record_run(conn: sqlite3.Connection, running: bool) -> None:
 def open_donor(path: Path) -> sqlite3.Connection | None:
     """The live index's db, read-only, or None (with a warning) when it
     cannot be opened: the rebuild then embeds what the cache lacks."""
+    if not Path(path).exists():   # the first index of this folder: nothing to take
+        return None
     try:
         donor = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5,
                                 check_same_thread=False)

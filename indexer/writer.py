@@ -29,6 +29,7 @@ swap in, set aside) are ``indexer.rebuild``'s; who keeps an index current
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sqlite3
@@ -57,7 +58,9 @@ from .store import (
 from .sync import Progress, SyncReport, load_segmenter, sync_vault
 
 if TYPE_CHECKING:
-    from .embed import Embedder
+    from .embed import Embedder, TokenCounter
+
+log = logging.getLogger("vault_search.writer")
 
 Identity = tuple[int, int]   # (st_dev, st_ino) of the db file: a rebuild replaces the file
 _Open = TypeVar("_Open", bound="IndexConnection")
@@ -285,7 +288,11 @@ class IndexWriter(IndexConnection):
             paths = None  # everything, into the new file
         migrate(self.conn)
         self.check_vault()  # another writer may have rebuilt it for another vault meanwhile
-        embedder = self._embedder_for_sync(embed or (embed_later and self.embeds_by_default()), model)
+        if embed or not embed_later or not self.embeds_by_default():
+            embedder = self._embedder_for_sync(embed, model)
+            counter = embedder.token_counter() if embedder else None
+        else:
+            embedder, counter = None, self._counter_for_later(model)
         if embed:
             from .vectors import embedding_pass, record_run
 
@@ -295,7 +302,7 @@ class IndexWriter(IndexConnection):
                 report = SyncReport()
             else:
                 report = sync_vault(self.conn, self.config, self.segmenter, progress=progress, force=force,
-                                    paths=paths, token_counter=embedder.token_counter() if embedder else None)
+                                    paths=paths, token_counter=counter)
         except BaseException:
             if embed:   # no pass follows: a later writer's lock must not vouch for this record
                 with contextlib.suppress(Exception):
@@ -320,6 +327,21 @@ class IndexWriter(IndexConnection):
         if self.model_spec:
             return self.embedder  # chunks stay sized for the index's model
         return None
+
+    def _counter_for_later(self, model: str | None) -> TokenCounter | None:
+        """The token counter of the model that will embed this index (a
+        resident writer's first, keyword-only sync: ``embed_later``), so
+        that its chunks are the ones `index` makes. A model that cannot
+        load is the embedding pass's to report: the keyword index comes
+        first, its chunks sized by the estimate."""
+        from .embed import EmbedderError
+
+        try:
+            embedder = self._embedder_for_sync(True, model)
+            return embedder.token_counter() if embedder is not None else None
+        except EmbedderError as exc:
+            log.warning("chunks sized by an estimate, not the model's tokenizer: %s", exc)
+            return None
 
     def embedder_for_writing(self, model: str | None) -> Embedder:
         """The index's recorded model (refusing another one, with the rebuild

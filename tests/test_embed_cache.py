@@ -210,6 +210,11 @@ def test_a_rebuild_takes_the_live_index_vectors_that_the_cache_lacks(vault, tmp_
     assert again["waiting"] == 0 and paths(vault, tmp_path / "a", "数据库 索引") == before
     proc = run_cli(vault, tmp_path / "a", "index", "--rebuild")
     assert proc.returncode == 0 and f"{first['embedded']} from the index it replaces" in proc.stdout, proc.stdout
+    # What was taken from the index went into the cache too: a second index embeds nothing.
+    other, _ = index(vault, tmp_path / "b")
+    assert (other["embedded"], other["cached"]) == (0, first["embedded"])
+    brand_new, err = index(vault, tmp_path / "c", "--rebuild")   # no live index to take from: no warning
+    assert brand_new["cached"] == first["embedded"] and "could not be read" not in err, err
 
     off = {**os.environ, "VAULT_SEARCH_CACHE_MB": "0"}
     fresh, _ = index(vault, tmp_path / "a", "--rebuild", env=off)
@@ -272,7 +277,68 @@ def test_a_cache_of_the_first_format_is_moved_over_and_the_bound_counts_true(tmp
     cache.close()
 
 
-@pytest.mark.parametrize("error", ["oserror", "interrupt"])
+def test_a_rebuild_never_takes_vectors_of_other_weights_at_the_same_path(vault, tmp_path, own_embedding_cache):
+    """A model whose fingerprint does not name its weights (a
+    sentence-transformers model at a path) may be retrained there: the index
+    records no stamp of the weights, so a rebuild takes none of its vectors."""
+    from indexer.embed import HashEmbedder
+    from vault_search import Index
+
+    class AtAPath(HashEmbedder):
+        stamp = "weights-1"
+
+        def weights_stamp(self) -> str:
+            return self.stamp
+
+    with Index.open(vault, tmp_path / "index", create=True, embedder=AtAPath(64)) as idx:
+        first = idx.sync().embedding
+    retrained = AtAPath(64)
+    retrained.stamp = "weights-2"
+    with Index.open(vault, tmp_path / "index", rebuild=True, embedder=retrained) as idx:
+        again = idx.sync().embedding
+    assert first.embedded > 20 and (again.embedded, again.cached, again.reused) == (first.embedded, 0, 0)
+
+
+def test_an_error_inside_a_cache_write_forgets_the_model_ids_it_saw(tmp_path, monkeypatch):
+    """A model's id made inside a transaction that rolled back is never
+    used again (another model may get that id next)."""
+    from indexer import faults
+
+    cache = EmbeddingCache(tmp_path / CACHE_FILE, limit=10 ** 9)
+    a, b = np.eye(8, dtype=np.float32)[0], np.eye(8, dtype=np.float32)[1]
+    monkeypatch.setattr(faults, "_seen", {})
+    monkeypatch.setenv("VAULT_SEARCH_FAULT", "cache-put=interrupt")
+    with pytest.raises(KeyboardInterrupt):
+        cache.put("model a", [(text_digest("x"), a)])
+    monkeypatch.delenv("VAULT_SEARCH_FAULT")
+    cache.put("model b", [(text_digest("x"), b)])
+    cache.put("model a", [(text_digest("y"), a)])
+    assert cache.get("model a", 8, [text_digest("x")]) == {}
+    assert np.array_equal(cache.get("model b", 8, [text_digest("x")])[text_digest("x")], b)
+    assert cache.stats().models == {"model a": 1, "model b": 1}
+    cache.close()
+
+
+def test_trim_keeps_recently_used_rows_that_share_pages_with_old_ones(tmp_path):
+    """The least recently used rows scattered over pages that stay in use
+    free few pages when deleted: the file is compacted, not emptied of
+    rows someone used a moment ago."""
+    cache = EmbeddingCache(tmp_path / CACHE_FILE, limit=10 ** 9)
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(2000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    digests = [text_digest(f"text {i}") for i in range(2000)]
+    cache.put("m", list(zip(digests, vectors)))
+    cache.conn.execute("UPDATE vectors SET used = CASE id % 2 WHEN 0 THEN 1000 + id ELSE 2000000000 END")
+    cache.limit = int(cache.live_bytes() * 0.75)
+    dropped = cache.trim()
+    assert 0 < dropped <= 1000 and cache.live_bytes() <= cache.limit
+    kept = cache.get("m", 384, digests)
+    assert all(d in kept for d in digests[0::2]), "a recently used row was dropped"   # ids 1, 3, ... (1-based)
+    cache.close()
+
+
+@pytest.mark.parametrize("error", ["oserror", "interrupt", "dberror"])
 def test_an_error_while_an_old_cache_is_moved_loses_none_of_it(tmp_path, monkeypatch, error):
     from indexer import faults
 
@@ -282,8 +348,8 @@ def test_an_error_while_an_old_cache_is_moved_loses_none_of_it(tmp_path, monkeyp
     if error == "interrupt":
         with pytest.raises(KeyboardInterrupt):
             EmbeddingCache(tmp_path / CACHE_FILE)
-    else:
-        assert EmbeddingCache(tmp_path / CACHE_FILE).broken.startswith("OSError")
+    else:   # a disk full while writing the new file: the old one is kept for the next run
+        assert EmbeddingCache(tmp_path / CACHE_FILE).broken.startswith(("OSError", "OperationalError"))
     assert (tmp_path / OLD_CACHE_FILE).exists()
     monkeypatch.delenv("VAULT_SEARCH_FAULT")
     cache = EmbeddingCache(tmp_path / CACHE_FILE)
@@ -296,8 +362,9 @@ def test_an_index_first_opened_by_serve_is_chunked_as_index_chunks_it(tmp_path):
     """`serve` makes its first, keyword-only sync before any embedding: its
     chunks are sized by the model's tokenizer all the same, so a later
     `index` finds the very chunks it would have made and embeds each once."""
-    from indexer.embed import HashEmbedder, TokenCounter
+    from indexer.embed import EmbedderError, HashEmbedder, TokenCounter
     from vault_search import Index
+    from vault_search.options import SearchOptions
     from vault_search.service import SearchService
 
     class Counted(HashEmbedder):   # a tokenizer that counts far more than the estimate
@@ -316,6 +383,16 @@ def test_an_index_first_opened_by_serve_is_chunked_as_index_chunks_it(tmp_path):
 
     service = SearchService(vault, tmp_path / "served", watch=False, warm=False, embedder=Counted(64))
     service.close()
+
+    class Unloadable(HashEmbedder):   # a model that cannot load: keyword search still comes up
+        def token_counter(self) -> TokenCounter:
+            raise EmbedderError("the model's package is not installed (injected)")
+
+    down = SearchService(vault, tmp_path / "down", watch=False, warm=False, embedder=Unloadable(64))
+    try:
+        assert down.search("word7 part", SearchOptions(mode="fts")).results
+    finally:
+        down.close()
     with Index.open(vault, tmp_path / "served", create=True, embedder=Counted(64)) as idx:
         later = idx.sync()
     with Index.open(vault, tmp_path / "indexed", create=True, embedder=Counted(64)) as idx:
