@@ -189,3 +189,18 @@ def test_first_vectors_harness_end_to_end(capsys):
     assert result["index_exit"] == 0 and result["keyword_ready_s"] is not None
     assert result["first_vector_answer_s"] is not None and result["publishes"]
     assert result["chunks_embedded"] > 0
+
+
+def test_warm_start_harness_end_to_end(tmp_path, capsys):
+    """The first-query-after-ready harness on the sample vault by keyword:
+    two fresh servers per language, each question paired with itself
+    (no timing is asserted)."""
+    from conftest import SAMPLE_VAULT
+
+    from benchmarks import warm_start
+
+    assert warm_start.main([str(SAMPLE_VAULT), "--work", str(tmp_path / "work"), "--rounds", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["by"]) == {"fts zh", "fts en"}
+    for row in result["by"].values():
+        assert row["first_ms"] > 0 and row["next_ms"] > 0 and row["ratio"] > 0

@@ -152,3 +152,33 @@ def test_several_vaults_answer_the_page_by_name_with_one_explain(tmp_path):
         httpd.server_close()
         for service in services:
             service.close()
+
+
+def test_serve_answers_its_warm_up_searches_before_it_says_it_is_ready(vault, index_dir, monkeypatch):
+    """`serve` runs a search in each mode and language, as JSON and as the
+    CLI's text, over its own socket before server.json says it is ready
+    (so an agent's first query costs what the next ones do); none is logged."""
+    from vault_search import resident
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import WARM_QUERIES, SearchService
+
+    with Index.open(vault, index_dir, create=True, embedder=HashEmbedder(32)) as idx:
+        idx.sync()
+    service = SearchService(vault, index_dir, watch=False, warm=False, embedder=HashEmbedder(32))
+    httpd = VaultHTTPServer(service, "127.0.0.1", 0)
+    answered_before_ready = []
+    write = resident.write_server_file
+    monkeypatch.setattr(resident, "write_server_file",
+                        lambda *a: (answered_before_ready.append(httpd.requests), write(*a))[-1])
+    try:
+        httpd.start(warm=True)
+        base = f"http://127.0.0.1:{httpd.server_port}"
+        assert answered_before_ready == [3 * len(WARM_QUERIES) * 2]   # hybrid, fts, vector; JSON and text
+        status, _, body = call(f"{base}/log", headers={"X-Vault-Search-Client": "cli"})
+        assert status == 200 and json.loads(body)["entries"] == []
+        status, _, body = call(f"{base}/search?query=index+notes&mode=fts")
+        assert status == 200 and json.loads(body)["results"]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        service.close()

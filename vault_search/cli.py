@@ -940,7 +940,7 @@ def serve(ctx, host, port, allow_hosts, interval, no_watch, verbose, allow_origi
         for config in configs:
             services.append(SearchService(config=config, interval=interval * 60, watch=not no_watch))
             stack.callback(services[-1].close)
-        httpd.start(services, search_flags=search_flags())
+        httpd.start(services, search_flags=search_flags(), warm=True)
         try:
             shown = ", ".join(str(c.vault) for c in configs)
             click.echo(f"serving {shown} on http://{host}:{httpd.server_port} (Ctrl-C to stop)", err=True)

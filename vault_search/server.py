@@ -625,21 +625,66 @@ class VaultHTTPServer(ThreadingHTTPServer):
             self.requests += 1
 
     def start(self, service: SearchService | Sequence[SearchService] | None = None,
-              search_flags: dict | None = None) -> "VaultHTTPServer":
+              search_flags: dict | None = None, warm: bool = False) -> "VaultHTTPServer":
         """Serve in a background thread and tell clients where (a ``server.json``
         in each vault's index folder; with ``search_flags``, the CLI's, so that
-        its fast path can read a command line)."""
+        its fast path can read a command line). With ``warm``, first answer a
+        few searches over its own socket (``warm_requests``)."""
         self._set(service)
         if self.vaults is None:
             raise ValueError("VaultHTTPServer.start needs the SearchService to serve")
+        threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
+        if warm:
+            self.warm_requests()
         for one in self.vaults.services:
             record = server_record(str(self.server_address[0]), self.server_port, one.config.vault,
                                    one.config.warnings, one.config.settings_stamp)
             if search_flags is not None:
                 record["search_flags"] = search_flags
             resident.write_server_file(one.config.index_dir, record)
-        threading.Thread(target=self.serve_forever, name="vault-search-http", daemon=True).start()
         return self
+
+    def warm_requests(self) -> int:
+        """Answer, over this server's own socket and before ``server.json``
+        says it is ready, a Chinese and an English search in each mode the
+        index answers, as JSON and as the CLI's text, unlogged
+        (``log=0``); how many were answered. ``SearchService.warm`` loaded the data;
+        this runs the code a request runs (the handler, each mode's lists,
+        the renderers) once, so that an agent's first query costs what the
+        next ones do. A failure only logs: warming never stops a server."""
+        from http.client import HTTPConnection
+        from urllib.parse import urlencode
+
+        from .service import WARM_QUERIES
+
+        assert self.vaults is not None
+        t0, answered = time.perf_counter(), 0
+        bound = str(self.server_address[0])
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(bound, bound)
+        name = f"[{host}]" if ":" in host else host
+        for one in self.vaults.services:
+            with one.reading(refresh=False) as index:
+                modes = ["hybrid", "fts", "vector"] if index.has_vectors() else ["fts"]
+            for mode in modes:
+                for query in WARM_QUERIES:
+                    for render in ({}, {"render": "text"}):
+                        params = {"query": query, "mode": mode, "log": "0", "vault": one.config.vault_name, **render}
+                        try:
+                            conn = HTTPConnection(host, self.server_port, timeout=30)
+                            conn.request("GET", "/search?" + urlencode(params),
+                                         headers={"Host": f"{name}:{self.server_port}", CLIENT_HEADER: "cli"})
+                            status = conn.getresponse()
+                            status.read()
+                            conn.close()
+                            if status.status == 200:
+                                answered += 1
+                            else:
+                                log.debug("warm-up search (%s) answered %d", mode, status.status)
+                        except OSError as exc:
+                            log.warning("not warmed up over HTTP: %s", exc)
+                            return answered
+        log.info("%d warm-up searches over HTTP in %.2f s", answered, time.perf_counter() - t0)
+        return answered
 
     # -- connections --------------------------------------------------------
     def process_request(self, request, client_address):

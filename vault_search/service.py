@@ -56,7 +56,9 @@ RESIDENT_SLICE = 4
 RESIDENT_SWITCH_INTERVAL_S = 0.0005
 # Answered before the server says it is ready: a Chinese and an English query,
 # so that the segmenter, the model and the matrix are loaded.
-WARM_QUERIES = ("数据库索引", "index notes")
+# Chinese, English, and words no note holds (the spelling correction's
+# vocabulary is set up on first use, per connection).
+WARM_QUERIES = ("数据库索引", "index notes", "nootes indxe")
 
 
 class SearchService:

@@ -1,0 +1,137 @@
+"""Warm means warm: the first query once `serve` says it is ready, against the next ones.
+
+    python -m benchmarks.warm_start [VAULT] [--work DIR] [--embed] [--rounds N] [--json]
+
+Copies the vault (default: oldwinter-garden-zh) into ``--work`` (or a temp
+folder) and indexes it once (keyword only unless ``--embed``; an index
+already in ``--work`` is reused). Then, round by round, for each mode (fts,
+and with ``--embed`` also hybrid and vector) and each language of the
+question (Chinese, English): a fresh `vault-search serve`, and as soon as its
+``server.json`` names it (the moment an agent may call it), one search over
+HTTP, then FOLLOWING more, each a question this server has not seen. Every
+question is new to its server. Questions differ in cost (0.5 to 5 ms by
+keyword on the tasks docs), so the comparison is paired: round r asks the
+same FOLLOWING + 1 questions rotated by r, so that over FOLLOWING + 1
+rounds each question is once the first and otherwise one of the next.
+Reported per mode and language: the first queries' and the next ones'
+median, and the median over the questions of (its time as the first) /
+(its median time as one of the next): issue 38's target is at most 1.3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from http.client import HTTPConnection
+from pathlib import Path
+from urllib.parse import urlencode
+
+from .metrics import percentile
+from .speed import CLI, DEFAULT_VAULT, EN_QUERIES, ZH_QUERIES
+
+FOLLOWING = 5
+
+
+def ask_ms(port: int, query: str, mode: str) -> float:
+    """One search over HTTP as a client sees it (ms), the answer read to the end."""
+    t0 = time.perf_counter()
+    conn = HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/search?" + urlencode({"query": query, "mode": mode}), headers={"Host": f"127.0.0.1:{port}"})
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    if response.status != 200:
+        raise RuntimeError(f"search {query!r} ({mode}) answered {response.status}")
+    return (time.perf_counter() - t0) * 1000
+
+
+def serve_once(base: list[str], index: Path, mode: str, queries: list[str], extra: list[str]) -> list[float]:
+    """A fresh server's answer times (ms) to ``queries``, the first one asked
+    the moment its server.json names it."""
+    proc = subprocess.Popen(base + ["serve", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        info = index / "server.json"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                record = json.loads(info.read_text())
+                if record.get("pid") == proc.pid:
+                    break
+            except (OSError, ValueError):
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("`serve` did not come up")
+            time.sleep(0.01)
+        return [ask_ms(record["port"], q, mode) for q in queries]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def summary(slot: dict[str, dict[str, list[float]]]) -> dict:
+    """Medians of the first and the next queries, and the median of each
+    question's first time over its own next times."""
+    first = [ms for v in slot["first"].values() for ms in v]
+    following = [ms for v in slot["next"].values() for ms in v]
+    paired = [percentile(v, 50) / percentile(slot["next"][q], 50)
+              for q, v in slot["first"].items() if slot["next"].get(q)]
+    return {"first_ms": round(percentile(first, 50), 1), "next_ms": round(percentile(following, 50), 1),
+            "ratio": round(percentile(paired, 50), 2) if paired else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.warm_start", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--embed", action="store_true", help="index with the default embedding model (slow once)")
+    ap.add_argument("--rounds", type=int, default=FOLLOWING + 1,
+                    help="fresh servers per mode and language (a multiple of %(default)s pairs every question)")
+    ap.add_argument("--no-watch", action="store_true", help="serve --no-watch (no watcher starting beside the query)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    tmp = tempfile.mkdtemp(prefix="vs-warm-")
+    work = args.work or Path(tmp)
+    vault, index = work / "vault", work / "index"
+    try:
+        if not vault.exists():
+            shutil.copytree(args.vault, vault, symlinks=True)
+        base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
+        subprocess.run(base + ["index"] + ([] if args.embed else ["--no-embed"]), check=True, capture_output=True)
+        modes = ["fts", "hybrid", "vector"] if args.embed else ["fts"]
+        times: dict[str, dict[str, dict[str, list[float]]]] = {}
+        for r in range(args.rounds):
+            for mode in modes:
+                for lang, pool in (("zh", ZH_QUERIES), ("en", EN_QUERIES)):
+                    asked = pool[:FOLLOWING + 1]
+                    shift = r % len(asked)
+                    queries = asked[shift:] + asked[:shift]
+                    got = serve_once(base, index, mode, queries, ["--no-watch"] if args.no_watch else [])
+                    slot = times.setdefault(f"{mode} {lang}", {"first": {}, "next": {}})
+                    slot["first"].setdefault(queries[0], []).append(got[0])
+                    for q, ms in zip(queries[1:], got[1:]):
+                        slot["next"].setdefault(q, []).append(ms)
+    finally:
+        if not args.work:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    result = {"vault": str(args.vault), "rounds": args.rounds, "cpus": os.cpu_count(), "load": os.getloadavg()[0],
+              "by": {name: summary(v) for name, v in times.items()}}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"first query once `serve` is ready, against the next ones ({args.rounds} fresh servers each; "
+          "ratio: each question as the first over itself as one of the next, median):")
+    for name, v in result["by"].items():
+        print(f"  {name:10s} first {v['first_ms']:7.1f} ms   next {v['next_ms']:7.1f} ms   x{v['ratio']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
