@@ -120,23 +120,8 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     if publisher is not None and todo:
         publisher.begin()
     fingerprint = embedder.fingerprint
-    reused = 0
-    if donor is not None and todo:
-        given = donated(donor, embedder, [h for h, _ in todo])
-        taken = [h for h, _ in todo if h in given]
-        texts = dict(todo)
-        for start in range(0, len(taken), 500):
-            some = taken[start:start + 500]
-            their_terms = [t for h in some if (t := given[h][1]) is not None]   # all, with latent terms
-            _store(conn, fingerprint, [(h, given[h][0]) for h in some], their_terms if embedder.latent else None)
-            if cache is not None:   # the cache keeps what every index holds, as if embedded now
-                cache.put(embedder.cache_key, [(text_digest(texts[h]), given[h][0]) for h in some])
-            if publisher is not None:
-                publisher.stored(len(some))
-            if progress:
-                progress(min(start + 500, len(taken)), total)
-        reused = len(taken)
-        todo = [item for item in todo if item[0] not in given]
+    reused = _take_donated(conn, donor, embedder, todo, cache, publisher, progress) if donor and todo else 0
+    todo = todo[reused:]
     digests = {h: text_digest(text) for h, text in todo} if cache is not None and todo else {}
     key = embedder.cache_key if digests else fingerprint
     cached = cache.get(key, embedder.dim, list(digests.values())) if cache is not None else {}
@@ -174,6 +159,29 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         if progress:
             progress(reused + len(hits) + done, total)
     return done, len(hits), reused
+
+
+def _take_donated(conn: sqlite3.Connection, donor: sqlite3.Connection, embedder: Embedder,
+                  todo: list[tuple[str, str]], cache: EmbeddingCache | None, publisher: Publisher | None,
+                  progress: Progress | None) -> int:
+    """Store the donor's vectors of ``todo`` (``donated``), into the cache
+    too; how many. ``todo`` is reordered in place: those taken first."""
+    given = donated(donor, embedder, [h for h, _ in todo])
+    texts = dict(todo)
+    taken = [h for h, _ in todo if h in given]
+    todo[:] = [item for item in todo if item[0] in given] + [item for item in todo if item[0] not in given]
+    for start in range(0, len(taken), 500):
+        some = taken[start:start + 500]
+        their_terms = [t for h in some if (t := given[h][1]) is not None]   # all, with latent terms
+        _store(conn, embedder.fingerprint, [(h, given[h][0]) for h in some],
+               their_terms if embedder.latent else None)
+        if cache is not None:   # the cache keeps what every index holds, as if embedded now
+            cache.put(embedder.cache_key, [(text_digest(texts[h]), given[h][0]) for h in some])
+        if publisher is not None:
+            publisher.stored(len(some))
+        if progress:
+            progress(min(start + 500, len(taken)), len(todo))
+    return len(taken)
 
 
 def donated(donor: sqlite3.Connection, embedder: Embedder,
