@@ -1,6 +1,6 @@
 """Warm means warm: the first query once `serve` says it is ready, against the next ones.
 
-    python -m benchmarks.warm_start [VAULT] [--work DIR] [--embed] [--rounds N] [--json]
+    python -m benchmarks.warm_start [VAULT] [--work DIR] [--embed] [--rounds N] [--lang zh|en] [--json]
 
 Copies the vault (default: oldwinter-garden-zh) into ``--work`` (or a temp
 folder) and indexes it once (keyword only unless ``--embed``; an index
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embed", action="store_true", help="index with the default embedding model (slow once)")
     ap.add_argument("--rounds", type=int, default=FOLLOWING + 1,
                     help="fresh servers per mode and language (a multiple of %(default)s pairs every question)")
+    ap.add_argument("--lang", choices=("zh", "en"), action="append", help="only these questions (default: both)")
     ap.add_argument("--no-watch", action="store_true", help="serve --no-watch (no watcher starting beside the query)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for mode in modes:
                 for lang, pool in (("zh", ZH_QUERIES), ("en", EN_QUERIES)):
+                    if args.lang and lang not in args.lang:
+                        continue
                     asked = pool[:FOLLOWING + 1]
                     shift = r % len(asked)
                     queries = asked[shift:] + asked[:shift]
