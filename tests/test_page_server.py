@@ -162,22 +162,27 @@ def test_serve_answers_its_warm_up_searches_before_it_says_it_is_ready(vault, in
     from vault_search.server import VaultHTTPServer
     from vault_search.service import WARM_QUERIES, SearchService
 
+    (vault / ".vault-search.toml").write_text("log_queries = true\n", encoding="utf-8")
     with Index.open(vault, index_dir, create=True, embedder=HashEmbedder(32)) as idx:
         idx.sync()
     service = SearchService(vault, index_dir, watch=False, warm=False, embedder=HashEmbedder(32))
     httpd = VaultHTTPServer(service, "127.0.0.1", 0)
-    answered_before_ready = []
-    write = resident.write_server_file
-    monkeypatch.setattr(resident, "write_server_file",
-                        lambda *a: (answered_before_ready.append(httpd.requests), write(*a))[-1])
+    events = []
+    write, warm = resident.write_server_file, httpd.warm_requests
+    monkeypatch.setattr(resident, "write_server_file", lambda *a: (events.append("ready"), write(*a))[-1])
+    monkeypatch.setattr(httpd, "warm_requests", lambda: (events.append(answered := warm()), answered)[-1])
     try:
         httpd.start(warm=True)
         base = f"http://127.0.0.1:{httpd.server_port}"
-        assert answered_before_ready == [3 * len(WARM_QUERIES) * 2]   # hybrid, fts, vector; JSON and text
+        assert events == [3 * len(WARM_QUERIES) * 2, "ready"]   # hybrid, fts, vector; JSON and text
         status, _, body = call(f"{base}/log", headers={"X-Vault-Search-Client": "cli"})
         assert status == 200 and json.loads(body)["entries"] == []
-        status, _, body = call(f"{base}/search?query=index+notes&mode=fts")
+        status, _, body = call(f"{base}/status")
+        assert status == 200 and json.loads(body)["server"]["requests"] == 2   # /log and /status: not the warm-up
+        status, _, body = call(f"{base}/search?query=index+notes&mode=fts", headers={"X-Vault-Search-Client": "cli"})
         assert status == 200 and json.loads(body)["results"]
+        status, _, body = call(f"{base}/log", headers={"X-Vault-Search-Client": "cli"})
+        assert [e["query"] for e in json.loads(body)["entries"]] == ["index notes"]   # a client's search is
     finally:
         httpd.shutdown()
         httpd.server_close()

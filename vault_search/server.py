@@ -570,6 +570,9 @@ def own_addresses() -> set[str]:
     return names
 
 
+WARM_BUDGET_S = 10.0   # the whole HTTP warm-up; what is left then is answered cold
+
+
 class VaultHTTPServer(ThreadingHTTPServer):
     """Binds at once (so a busy port fails before any sync); ``start`` serves."""
 
@@ -659,6 +662,7 @@ class VaultHTTPServer(ThreadingHTTPServer):
 
         assert self.vaults is not None
         t0, answered = time.perf_counter(), 0
+        deadline = t0 + WARM_BUDGET_S
         bound = str(self.server_address[0])
         host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(bound, bound)
         name = f"[{host}]" if ":" in host else host
@@ -668,6 +672,9 @@ class VaultHTTPServer(ThreadingHTTPServer):
             for mode in modes:
                 for query in WARM_QUERIES:
                     for render in ({}, {"render": "text"}):
+                        if time.perf_counter() > deadline:
+                            log.warning("warm-up over HTTP cut at %.0f s", WARM_BUDGET_S)
+                            return self._warmed(answered)
                         params = {"query": query, "mode": mode, "log": "0", "vault": one.config.vault_name, **render}
                         try:
                             conn = HTTPConnection(host, self.server_port, timeout=30)
@@ -682,8 +689,14 @@ class VaultHTTPServer(ThreadingHTTPServer):
                                 log.debug("warm-up search (%s) answered %d", mode, status.status)
                         except OSError as exc:
                             log.warning("not warmed up over HTTP: %s", exc)
-                            return answered
+                            return self._warmed(answered)
         log.info("%d warm-up searches over HTTP in %.2f s", answered, time.perf_counter() - t0)
+        return self._warmed(answered)
+
+    def _warmed(self, answered: int) -> int:
+        """The warm-up's requests are not the clients' (/status counts those)."""
+        with self._count_lock:
+            self.requests = 0
         return answered
 
     # -- connections --------------------------------------------------------
