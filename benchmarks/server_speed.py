@@ -74,22 +74,64 @@ def fts_paths(port: int, query: str) -> list[str]:
     return [r["path"] for r in data["results"]]
 
 
-def search_ms(port: int, query: str) -> float:
-    """One default-mode search over HTTP, as the client sees it (ms)."""
+def search_ms(port: int, query: str, mode: str | None = None) -> float:
+    """One search over HTTP (the default mode unless ``mode``), as the
+    client sees it (ms), the answer read to the end."""
     t0 = time.perf_counter()
     conn = HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", "/search?" + urlencode({"query": query}), headers={"Host": f"127.0.0.1:{port}"})
-    conn.getresponse().read()
+    params = {"query": query, **({"mode": mode} if mode else {})}
+    conn.request("GET", "/search?" + urlencode(params), headers={"Host": f"127.0.0.1:{port}"})
+    response = conn.getresponse()
+    response.read()
     conn.close()
+    if response.status != 200:
+        raise RuntimeError(f"search {query!r} ({mode or 'default'}) answered {response.status}")
     return (time.perf_counter() - t0) * 1000
+
+
+def vault_arguments(ap: argparse.ArgumentParser) -> None:
+    """The vault, its working copy and whether to embed it: the server benchmarks' first arguments."""
+    ap.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--embed", action="store_true", help="index with the default embedding model (slow once)")
+
+
+def prepared(source: Path, work: Path, embed: bool) -> tuple[Path, Path, list[str]]:
+    """A copy of ``source`` in ``work`` (kept when there is one), indexed
+    (keyword only unless ``embed``): (vault, index folder, the CLI's command
+    with both named)."""
+    vault, index = work / "vault", work / "index"
+    if not vault.exists():
+        shutil.copytree(source, vault, symlinks=True)
+        for root, dirs, files in os.walk(vault):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o755)
+    base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
+    subprocess.run(base + ["index"] + ([] if embed else ["--no-embed"]), check=True, capture_output=True)
+    return vault, index, base
+
+
+def ready(proc: subprocess.Popen, index: Path, timeout: float = 120) -> dict:
+    """The server.json of ``proc`` (a `serve`) once it names it: the moment
+    an agent may call the server."""
+    info = index / "server.json"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            record = json.loads(info.read_text())
+            if record.get("pid") == proc.pid:
+                return record
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("`serve` did not come up")
+        time.sleep(0.01)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.server_speed", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
-    ap.add_argument("--work", type=Path)
-    ap.add_argument("--embed", action="store_true", help="index with the default embedding model (slow once)")
+    vault_arguments(ap)
     ap.add_argument("--repeat", type=int, default=3, help="CLI calls per query")
     ap.add_argument("--qmd", metavar="CMD", help='QMD\'s command line, e.g. "bun .../qmd.js" (its keyword index '
                                                  "of the same vault built beforehand)")
@@ -98,14 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = tempfile.mkdtemp(prefix="vs-server-")
     work = args.work or Path(tmp)
-    vault, index = work / "vault", work / "index"
-    if not vault.exists():
-        shutil.copytree(args.vault, vault, symlinks=True)
-        for root, dirs, files in os.walk(vault):
-            for name in dirs + files:
-                os.chmod(os.path.join(root, name), 0o755)
-    base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
-    subprocess.run(base + ["index"] + ([] if args.embed else ["--no-embed"]), check=True, capture_output=True)
+    vault, index, base = prepared(args.vault, work, args.embed)
 
     cold = {"zh": [], "en": []}
     for lang, queries in (("zh", ZH_QUERIES[:5]), ("en", EN_QUERIES[:5])):
@@ -114,10 +149,7 @@ def main(argv: list[str] | None = None) -> int:
 
     proc = subprocess.Popen(base + ["serve"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        info_file = index / "server.json"
-        while not (info_file.exists() and json.loads(info_file.read_text())["pid"] == proc.pid):
-            time.sleep(0.05)
-        port = json.loads(info_file.read_text())["port"]
+        port = ready(proc, index)["port"]
         # The first query once the server says it is ready (server.json
         # written), in the default mode, against the next ones.
         first_ms = search_ms(port, ZH_QUERIES[0])

@@ -26,28 +26,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-from http.client import HTTPConnection
 from pathlib import Path
-from urllib.parse import urlencode
 
 from .metrics import percentile
-from .speed import CLI, DEFAULT_VAULT, EN_QUERIES, ZH_QUERIES
+from .server_speed import prepared, ready, search_ms, vault_arguments
+from .speed import EN_QUERIES, ZH_QUERIES
 
 FOLLOWING = 5
-
-
-def ask_ms(port: int, query: str, mode: str) -> float:
-    """One search over HTTP as a client sees it (ms), the answer read to the end."""
-    t0 = time.perf_counter()
-    conn = HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", "/search?" + urlencode({"query": query, "mode": mode}), headers={"Host": f"127.0.0.1:{port}"})
-    response = conn.getresponse()
-    response.read()
-    conn.close()
-    if response.status != 200:
-        raise RuntimeError(f"search {query!r} ({mode}) answered {response.status}")
-    return (time.perf_counter() - t0) * 1000
 
 
 def serve_once(base: list[str], index: Path, mode: str, queries: list[str], extra: list[str]) -> list[float]:
@@ -55,19 +40,8 @@ def serve_once(base: list[str], index: Path, mode: str, queries: list[str], extr
     the moment its server.json names it."""
     proc = subprocess.Popen(base + ["serve", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        info = index / "server.json"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                record = json.loads(info.read_text())
-                if record.get("pid") == proc.pid:
-                    break
-            except (OSError, ValueError):
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("`serve` did not come up")
-            time.sleep(0.01)
-        return [ask_ms(record["port"], q, mode) for q in queries]
+        port = ready(proc, index)["port"]
+        return [search_ms(port, q, None if mode == "default" else mode) for q in queries]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -87,11 +61,12 @@ def summary(slot: dict[str, dict[str, list[float]]]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.warm_start", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("vault", nargs="?", type=Path, default=DEFAULT_VAULT)
-    ap.add_argument("--work", type=Path)
-    ap.add_argument("--embed", action="store_true", help="index with the default embedding model (slow once)")
+    vault_arguments(ap)
     ap.add_argument("--rounds", type=int, default=FOLLOWING + 1,
                     help="fresh servers per mode and language (a multiple of %(default)s pairs every question)")
+    ap.add_argument("--modes", help="comma-separated, of fts, hybrid, vector and default "
+                    "(no mode named: on a keyword index, keyword search with translation; default: fts, "
+                    "and with --embed hybrid and vector too)")
     ap.add_argument("--lang", choices=("zh", "en"), action="append", help="only these questions (default: both)")
     ap.add_argument("--no-watch", action="store_true", help="serve --no-watch (no watcher starting beside the query)")
     ap.add_argument("--json", action="store_true")
@@ -99,13 +74,9 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = tempfile.mkdtemp(prefix="vs-warm-")
     work = args.work or Path(tmp)
-    vault, index = work / "vault", work / "index"
     try:
-        if not vault.exists():
-            shutil.copytree(args.vault, vault, symlinks=True)
-        base = [str(CLI), "--vault", str(vault), "--index-dir", str(index)]
-        subprocess.run(base + ["index"] + ([] if args.embed else ["--no-embed"]), check=True, capture_output=True)
-        modes = ["fts", "hybrid", "vector"] if args.embed else ["fts"]
+        _, index, base = prepared(args.vault, work, args.embed)
+        modes = args.modes.split(",") if args.modes else ["fts", "hybrid", "vector"] if args.embed else ["fts"]
         times: dict[str, dict[str, dict[str, list[float]]]] = {}
         for r in range(args.rounds):
             for mode in modes:

@@ -348,7 +348,15 @@ class EmbeddingCache:
 def _checked(blob: bytes, row_dim: int, crc: int, dim: int) -> np.ndarray | None:
     """The row's vector when it is whole: the dimension asked for, its CRC,
     finite and of unit length (every embedder normalises)."""
-    if row_dim != dim or len(blob) != 4 * dim or zlib.crc32(blob) != crc:
+    if row_dim != dim or zlib.crc32(blob) != crc:
+        return None
+    return unit_vector(blob, dim)
+
+
+def unit_vector(blob: bytes, dim: int) -> np.ndarray | None:
+    """A stored float32 vector when it is whole: ``dim`` values, finite and
+    of unit length (every embedder normalises)."""
+    if len(blob) != 4 * dim:
         return None
     vector = np.frombuffer(blob, dtype=np.float32)
     norm = float(np.linalg.norm(vector)) if np.isfinite(vector).all() else 0.0

@@ -28,7 +28,7 @@ import numpy as np
 from . import faults
 from .chunk import passage_text
 from .embed import LATENT_TERMS, MAX_LATENT_FEATURES, Embedder
-from .embed_cache import EmbeddingCache, text_digest
+from .embed_cache import EmbeddingCache, text_digest, unit_vector
 from .store import EMBEDDING_RUN, set_meta, transaction, vectors_state
 
 log = logging.getLogger("vault_search.vectors")
@@ -120,8 +120,8 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
     if publisher is not None and todo:
         publisher.begin()
     fingerprint = embedder.fingerprint
-    reused = _take_donated(conn, donor, embedder, todo, cache, publisher, progress) if donor and todo else 0
-    todo = todo[reused:]
+    taken = _take_donated(conn, donor, embedder, todo, cache, publisher, progress) if donor and todo else set()
+    todo = [item for item in todo if item[0] not in taken]
     digests = {h: text_digest(text) for h, text in todo} if cache is not None and todo else {}
     key = embedder.cache_key if digests else fingerprint
     cached = cache.get(key, embedder.dim, list(digests.values())) if cache is not None else {}
@@ -136,7 +136,7 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         if publisher is not None:
             publisher.stored(len(part))
         if progress:
-            progress(reused + min(start + step, len(hits)), total)
+            progress(len(taken) + min(start + step, len(hits)), total)
     todo = [item for item in todo if digests.get(item[0]) not in cached]
     # Similar lengths in one batch waste less padding: sorted by length within
     # windows, so that the newest notes still come first.
@@ -157,19 +157,18 @@ def embed_pending(conn: sqlite3.Connection, embedder: Embedder, progress: Progre
         if publisher is not None:
             publisher.stored(len(batch))
         if progress:
-            progress(reused + len(hits) + done, total)
-    return done, len(hits), reused
+            progress(len(taken) + len(hits) + done, total)
+    return done, len(hits), len(taken)
 
 
 def _take_donated(conn: sqlite3.Connection, donor: sqlite3.Connection, embedder: Embedder,
                   todo: list[tuple[str, str]], cache: EmbeddingCache | None, publisher: Publisher | None,
-                  progress: Progress | None) -> int:
+                  progress: Progress | None) -> set[str]:
     """Store the donor's vectors of ``todo`` (``donated``), into the cache
-    too; how many. ``todo`` is reordered in place: those taken first."""
+    too; the hashes taken."""
     given = donated(donor, embedder, [h for h, _ in todo])
     texts = dict(todo)
     taken = [h for h, _ in todo if h in given]
-    todo[:] = [item for item in todo if item[0] in given] + [item for item in todo if item[0] not in given]
     for start in range(0, len(taken), 500):
         some = taken[start:start + 500]
         their_terms = [t for h in some if (t := given[h][1]) is not None]   # all, with latent terms
@@ -181,7 +180,7 @@ def _take_donated(conn: sqlite3.Connection, donor: sqlite3.Connection, embedder:
             publisher.stored(len(some))
         if progress:
             progress(min(start + 500, len(taken)), len(todo))
-    return len(taken)
+    return set(taken)
 
 
 def donated(donor: sqlite3.Connection, embedder: Embedder,
@@ -208,10 +207,8 @@ def donated(donor: sqlite3.Connection, embedder: Embedder,
             for h, blob, features, weights in donor.execute(
                     f"{select} WHERE e.model = ? AND e.hash IN ({','.join('?' * len(part))})",
                     (embedder.fingerprint, *part)):
-                if not isinstance(blob, bytes) or len(blob) != 4 * embedder.dim:
-                    continue
-                vector = np.frombuffer(blob, dtype=np.float32)
-                if not np.isfinite(vector).all() or abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3:
+                vector = unit_vector(blob, embedder.dim) if isinstance(blob, bytes) else None
+                if vector is None:
                     continue
                 if latent and not (isinstance(features, bytes) and isinstance(weights, bytes)
                                    and len(features) == len(weights) <= 2 * LATENT_TERMS):

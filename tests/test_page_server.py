@@ -187,3 +187,22 @@ def test_serve_answers_its_warm_up_searches_before_it_says_it_is_ready(vault, in
         httpd.shutdown()
         httpd.server_close()
         service.close()
+
+
+def test_a_keyword_index_is_warmed_in_the_default_mode_too(vault, index_dir):
+    """Without vectors the default mode still differs from fts (a question in
+    the other language is translated): the warm-up asks both, and loads the
+    translation dictionary."""
+    from vault_search.server import VaultHTTPServer
+    from vault_search.service import WARM_QUERIES, SearchService
+
+    with Index.open(vault, index_dir, create=True) as idx:
+        idx.sync(embed=False)
+    service = SearchService(vault, index_dir, watch=False, warm=False)
+    httpd = VaultHTTPServer(service, "127.0.0.1", 0).start()
+    try:
+        assert httpd.warm_requests() == 2 * len(WARM_QUERIES) * 2   # default and fts; JSON and text
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        service.close()

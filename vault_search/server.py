@@ -668,14 +668,16 @@ class VaultHTTPServer(ThreadingHTTPServer):
         name = f"[{host}]" if ":" in host else host
         for one in self.vaults.services:
             with one.reading(refresh=False) as index:
-                modes = ["hybrid", "fts", "vector"] if index.has_vectors() else ["fts"]
+                # The default mode (None) too without vectors: a keyword index's default search translates.
+                modes: list[str | None] = [None, "fts", "vector"] if index.has_vectors() else [None, "fts"]
             for mode in modes:
                 for query in WARM_QUERIES:
                     for render in ({}, {"render": "text"}):
                         if time.perf_counter() > deadline:
                             log.warning("warm-up over HTTP cut at %.0f s", WARM_BUDGET_S)
                             return self._warmed(answered)
-                        params = {"query": query, "mode": mode, "log": "0", "vault": one.config.vault_name, **render}
+                        params = {"query": query, **({"mode": mode} if mode else {}), "log": "0",
+                                  "vault": one.config.vault_name, **render}
                         try:
                             conn = HTTPConnection(host, self.server_port, timeout=30)
                             conn.request("GET", "/search?" + urlencode(params),

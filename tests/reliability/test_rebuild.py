@@ -427,3 +427,23 @@ def test_the_vault_mismatch_error_never_advises_replacing_a_served_index(tmp_pat
     ledger.record("concurrency", "the wrong vault's index named with --index-dir",
                   "refused in one line; it advises another --index-dir, and `--rebuild` only with what it "
                   "replaces and never while a server uses that index")
+
+
+@pytest.mark.parametrize("action, code", [("oserror", 1), ("interrupt", 130)])
+def test_an_error_while_a_rebuild_takes_the_live_index_vectors_and_the_next_rebuild(tmp_path, monkeypatch, action,
+                                                                                   code):
+    """With the embedding cache empty, a rebuild's first vectors come from the
+    index it replaces (indexer/vectors.py ``_take_donated``): an OSError or a
+    Ctrl-C while they are stored discards the rebuild, leaves the old index
+    as it was, releases the rebuild lock, and the next rebuild takes them all."""
+    vault, index, before = prepared(tmp_path)
+    monkeypatch.setenv("VAULT_SEARCH_CACHE_DIR", str(tmp_path / "empty-cache"))
+    r = run(vault, index, "index", "--rebuild", fault=f"txn:embeddings={action}")
+    assert r.returncode == code, r
+    assert snapshot(index) == before and not (index / "rebuild").exists()
+    assert hits(vault, index, "数据库") and not hits(vault, index, "numbatlater")
+    done = run(vault, index, "index", "--rebuild", "--json")
+    assert done.returncode == 0, done.stderr
+    embedding = json.loads(done.stdout)["embedding"]
+    assert embedding["reused"] > 20 and embedding["embedded"] == 1 and embedding["cached"] == 0   # Later.md is new
+    assert hits(vault, index, "numbatlater") == ["Later.md"]
